@@ -1,0 +1,86 @@
+// matmul.cu — y(n_tok, n_rows) = x(n_tok, n_cols) · wᵀ on the GPU.
+//
+// First version: one warp per (row, token), each lane dequantizes whole blocks through the
+// portable dequant_block() and accumulates in fp32, then a warp reduction. Correct for every
+// weight type; the tuned int8/tensor-core paths of issue 7 replace it behind the same launcher.
+#include "block_traits.cuh"
+#include "common/half.h"
+#include "cuda_backend.h"
+#include "cuda_common.h"
+#include "quant/dequant.h"
+
+namespace gaacrt::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+
+__device__ float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <typename Block, int QK>
+__global__ void matmul_blocks_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows,
+                                     int64_t n_cols, const float* __restrict__ x, float* __restrict__ y) {
+  const int64_t row = (int64_t)blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int64_t tok = blockIdx.y;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= n_rows) return;
+  const Block* blocks = reinterpret_cast<const Block*>(w + row * row_stride);
+  const float* xr = x + tok * n_cols;
+  float acc = 0.f;
+  for (int64_t b = lane; b < n_cols / QK; b += kWarp) {
+    float v[QK];
+    dequant_block(blocks[b], v);
+    for (int j = 0; j < QK; ++j) acc = __fmaf_rn(v[j], xr[b * QK + j], acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[tok * n_rows + row] = acc;
+}
+
+template <int kType>
+__global__ void matmul_float_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows,
+                                    int64_t n_cols, const float* __restrict__ x, float* __restrict__ y) {
+  const int64_t row = (int64_t)blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int64_t tok = blockIdx.y;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= n_rows) return;
+  const uint8_t* wr = w + row * row_stride;
+  const float* xr = x + tok * n_cols;
+  float acc = 0.f;
+  for (int64_t c = lane; c < n_cols; c += kWarp) {
+    float v;
+    if (kType == 0) v = reinterpret_cast<const float*>(wr)[c];
+    else if (kType == 1) v = fp16_to_f32(reinterpret_cast<const uint16_t*>(wr)[c]);
+    else v = bf16_to_f32(reinterpret_cast<const uint16_t*>(wr)[c]);
+    acc = __fmaf_rn(v, xr[c], acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[tok * n_rows + row] = acc;
+}
+
+}  // namespace
+
+void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) {
+  const TypeTraits* tr = type_traits(w.type);
+  if (!tr || !tr->supported)
+    throw Error("backend", "unsupported_type", strfmt("cuda matmul: type %s is not supported", type_name(w.type)));
+  if (n_tok <= 0 || w.n_rows <= 0) return;
+  if (n_tok > 65535) throw Error("backend", "invalid_argument", "cuda matmul: more than 65535 tokens in one call");
+  constexpr int kRowsPerBlock = 4;
+  const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(n_tok));
+  const dim3 block(kRowsPerBlock * kWarp);
+  const auto* wp = static_cast<const uint8_t*>(w.data);
+  const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
+    using BT = decltype(bt);
+    matmul_blocks_kernel<typename BT::block, BT::qk><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
+  });
+  if (!quantized) {
+    if (w.type == GGMLType::F32) matmul_float_kernel<0><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
+    else if (w.type == GGMLType::F16) matmul_float_kernel<1><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
+    else matmul_float_kernel<2><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
+  }
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace gaacrt::cuda

@@ -1,0 +1,31 @@
+# cpu_backend.cmake — the CPU backend's sources and the ISA flags of its SIMD files.
+#
+# Portable wheels: the scalar path is always built; *_avx2.cpp files are compiled with AVX2/FMA/F16C
+# and chosen at run time (cpuid), so the library still loads on an older x86 CPU. *_neon.cpp files
+# are built only for aarch64, where NEON is baseline.
+file(GLOB _cpu_all CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/*.cpp)
+set(GAACRT_CPU_SOURCES "")
+string(TOLOWER "${CMAKE_SYSTEM_PROCESSOR}" _proc)
+if(_proc MATCHES "x86_64|amd64|i[3-6]86")
+  set(GAACRT_ARCH_X86 ON)
+elseif(_proc MATCHES "aarch64|arm64")
+  set(GAACRT_ARCH_ARM64 ON)
+endif()
+foreach(f ${_cpu_all})
+  if(f MATCHES "_avx2\\.cpp$")
+    if(GAACRT_ARCH_X86)
+      list(APPEND GAACRT_CPU_SOURCES ${f})
+      if(MSVC)
+        set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "/arch:AVX2")
+      else()
+        set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+      endif()
+    endif()
+  elseif(f MATCHES "_neon\\.cpp$")
+    if(GAACRT_ARCH_ARM64)
+      list(APPEND GAACRT_CPU_SOURCES ${f})
+    endif()
+  else()
+    list(APPEND GAACRT_CPU_SOURCES ${f})
+  endif()
+endforeach()

@@ -1,0 +1,31 @@
+"""gaacrt — a native LLM inference runtime with lossless (GAAC) and E8 compressed KV caches.
+
+    import gaacrt
+    f = gaacrt.GGUFFile(gaacrt.models.default())   # validated, memory-mapped GGUF
+    f.metadata["general.architecture"], f.tensors[0]
+"""
+from . import models
+from ._core import (
+    GaacrtError,
+    GGUFError,
+    GGUFFile,
+    TensorInfo,
+    __version__,
+    compiled_backends,
+    cpu_isas,
+    cuda_devices,
+    cuda_unavailable_reason,
+)
+
+__all__ = [
+    "GGUFFile",
+    "GGUFError",
+    "GaacrtError",
+    "TensorInfo",
+    "compiled_backends",
+    "cpu_isas",
+    "cuda_devices",
+    "cuda_unavailable_reason",
+    "models",
+    "__version__",
+]

@@ -1,0 +1,10 @@
+// module.cpp — the extension module gaacrt._core.
+#include "bindings.h"
+
+NB_MODULE(_core, m) {
+  m.doc() = "gaacrt native core: GGUF reader, quantized kernels, inference runtime";
+  gaacrt::py::bind_errors(m);
+  gaacrt::py::bind_system(m);
+  gaacrt::py::bind_gguf(m);
+  gaacrt::py::bind_quant(m);
+}

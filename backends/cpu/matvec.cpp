@@ -1,22 +1,85 @@
-// matvec.cpp — TEMPORARY float path (dequantize a row, fp32 dot); replaced by the
-// quantized-activation kernels.
+// matvec.cpp — cpu::matmul: quantize activations once, then split output rows over threads.
+//
+// Decode (n_tok == 1) streams each weight row from memory exactly once, so its speed is memory
+// bandwidth and the per-block work of vec_dot. Prefill (n_tok > 1) would stream the whole matrix
+// once per token if it looped tokens outside rows; instead each thread walks its rows in small
+// chunks that fit in L1/L2 and runs every token over a chunk before moving on (row chunk outer,
+// tokens inner), so the weights cross the memory bus once per matmul and the quantized
+// activations (n_tok rows of ~1.07 bytes per element) stay in L2/L3.
 #include "matvec.h"
 
+#include <algorithm>
 #include <vector>
 
-#include "dequantize.h"
+#include "common/error.h"
+#include "quantize_act.h"
+#include "vec_dot.h"
 
 namespace gaacrt::cpu {
 
-void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool, Isa) {
-  pool.parallel_for(w.n_rows, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(w.n_cols));
-    for (int64_t r = r0; r < r1; ++r) {
-      dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_stride, row.data(), w.n_cols);
+namespace {
+
+// Below this many tokens the activations are quantized on the calling thread: waking the pool
+// costs more than quantizing a few rows.
+constexpr int64_t kParallelQuantizeMinTokens = 8;
+
+// Target bytes of weights per prefill chunk: about half a typical 32-48 KiB L1d.
+constexpr size_t kChunkBytes = 16 * 1024;
+
+}  // namespace
+
+int64_t matmul_row_chunk(size_t row_bytes) {
+  const int64_t rows = static_cast<int64_t>(kChunkBytes / std::max<size_t>(row_bytes, 1));
+  return std::clamp<int64_t>(rows / 4 * 4, 4, 64);
+}
+
+void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool, Isa isa) {
+  const TypeTraits* tr = type_traits(w.type);
+  if (!tr || !tr->supported)
+    throw Error("quant", "unsupported_type", strfmt("matmul: weight type %s is not supported", type_name(w.type)));
+  if (w.n_cols <= 0 || w.n_cols % tr->block_size != 0)
+    throw Error("quant", "bad_shape", strfmt("matmul: row length %lld is not a positive multiple of the %s block size %u",
+                                             (long long)w.n_cols, tr->name, tr->block_size));
+  if (w.row_stride < row_bytes(w.type, w.n_cols))
+    throw Error("quant", "bad_shape", strfmt("matmul: row stride %zu is shorter than a %s row of %lld elements (%zu bytes)",
+                                             w.row_stride, tr->name, (long long)w.n_cols, row_bytes(w.type, w.n_cols)));
+  if (n_tok <= 0 || w.n_rows <= 0) return;
+
+  const VecDotFn dot = vec_dot_fn(w.type, isa);
+  const int64_t n = w.n_cols;
+
+  // 1. Activations, once per token, in the weight type's vec_dot format.
+  const size_t a_stride = act_row_bytes(w.type, n);  // bytes per token
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  thread_local std::vector<uint8_t> scratch;  // reused across calls: decode does hundreds per token
+  if (act_type(w.type) != GGMLType::F32) {
+    scratch.resize(a_stride * static_cast<size_t>(n_tok));
+    uint8_t* q = scratch.data();
+    auto quantize = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) quantize_act_row(w.type, x + t * n, q + t * a_stride, n);
+    };
+    if (n_tok < kParallelQuantizeMinTokens) quantize(0, n_tok);
+    else pool.parallel_for(n_tok, quantize);
+    act = q;
+  }
+
+  // 2. Output rows, one contiguous range per thread (a multiple of 4 rows, so a thread's range
+  //    starts on its own cache line of y for every type).
+  const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
+  const int64_t chunk = matmul_row_chunk(w.row_stride);
+  pool.run([&](int ith, int nth) {
+    const int64_t per = ((w.n_rows + nth - 1) / nth + 3) / 4 * 4;
+    const int64_t r0 = std::min(w.n_rows, per * ith), r1 = std::min(w.n_rows, r0 + per);
+    if (n_tok == 1) {
+      for (int64_t r = r0; r < r1; ++r) y[r] = dot(n, wbase + r * w.row_stride, act);
+      return;
+    }
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+      const int64_t c1 = std::min(r1, c0 + chunk);
       for (int64_t t = 0; t < n_tok; ++t) {
-        float acc = 0;
-        for (int64_t c = 0; c < w.n_cols; ++c) acc += row[c] * x[t * w.n_cols + c];
-        y[t * w.n_rows + r] = acc;
+        const uint8_t* a = act + t * a_stride;
+        float* yt = y + t * w.n_rows;
+        for (int64_t r = c0; r < c1; ++r) yt[r] = dot(n, wbase + r * w.row_stride, a);
       }
     }
   });

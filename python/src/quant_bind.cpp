@@ -3,9 +3,16 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include "bindings.h"
 #include "common/error.h"
+#include "cpu/cpu_features.h"
 #include "cpu/dequantize.h"
+#include "cpu/matvec.h"
+#include "cpu/thread_pool.h"
 #include "quant/types.h"
 
 namespace nb = nanobind;
@@ -31,6 +38,95 @@ GGMLType parse_type(nb::handle t) {
 }
 
 using Bytes = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
+
+// ---- matvec -------------------------------------------------------------------------------------
+// One ThreadPool per thread count, made on first use and kept: spawning threads per call would
+// cost more than a small matvec. A pool serves one call at a time (run() is not re-entrant), so
+// concurrent Python threads asking for the same count take turns on its mutex.
+struct CachedPool {
+  std::mutex busy;
+  cpu::ThreadPool pool;
+  explicit CachedPool(int n) : pool(n) {}
+};
+
+CachedPool& cached_pool(int n_threads) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<CachedPool>> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = pools[n_threads];
+  if (!p) p = std::make_unique<CachedPool>(n_threads);
+  return *p;
+}
+
+cpu::Isa parse_isa(const std::string& name) {
+  if (name == "auto") return cpu::best_isa();
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::AVX2, cpu::Isa::NEON}) {
+    if (name != cpu::isa_name(isa)) continue;
+    if (!cpu::isa_available(isa))
+      throw nb::value_error(("matvec: isa '" + name + "' is not available on this CPU/build").c_str());
+    return isa;
+  }
+  throw nb::value_error(("matvec: unknown isa '" + name + "' (expected 'auto', 'scalar', 'avx2' or 'neon')").c_str());
+}
+
+// Any dtype accepted at the boundary, so a wrong one is reported by name instead of being
+// converted silently.
+using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+bool is_c_contiguous(const AnyArray& a) {
+  int64_t expect = 1;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != expect) return false;
+    expect *= static_cast<int64_t>(a.shape(d));
+  }
+  return true;
+}
+
+nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, const std::string& isa_name) {
+  const GGMLType ty = parse_type(type);
+  const TypeTraits* tr = type_traits(ty);
+  if (!tr->supported)
+    throw nb::value_error(strfmt("matvec: weight type %s is not supported", tr->name).c_str());
+  if (raw.dtype() != nb::dtype<uint8_t>() || raw.ndim() != 2 || !is_c_contiguous(raw))
+    throw nb::type_error("matvec: raw must be a C-contiguous uint8 array of shape (n_rows, row_bytes)");
+  if (x.dtype() != nb::dtype<float>() || (x.ndim() != 1 && x.ndim() != 2) || !is_c_contiguous(x))
+    throw nb::type_error("matvec: x must be a C-contiguous float32 array of shape (n_cols,) or (n_tok, n_cols)");
+  const int64_t n_rows = static_cast<int64_t>(raw.shape(0));
+  const size_t rb = raw.shape(1);
+  if (rb == 0 || rb % tr->type_size != 0)
+    throw nb::value_error(strfmt("matvec: row_bytes %zu is not a positive multiple of the %s block size (%u bytes)",
+                                 rb, tr->name, tr->type_size).c_str());
+  const int64_t n_cols = static_cast<int64_t>(rb / tr->type_size) * tr->block_size;
+  const int64_t n_tok = x.ndim() == 2 ? static_cast<int64_t>(x.shape(0)) : 1;
+  const int64_t x_cols = static_cast<int64_t>(x.shape(x.ndim() - 1));
+  if (x_cols != n_cols)
+    throw nb::value_error(strfmt("matvec: x has %lld columns, the %s rows of %zu bytes hold %lld elements",
+                                 (long long)x_cols, tr->name, rb, (long long)n_cols).c_str());
+  if (n_threads < 1) throw nb::value_error(strfmt("matvec: n_threads = %d, must be >= 1", n_threads).c_str());
+  const cpu::Isa isa = parse_isa(isa_name);
+
+  const size_t n_out = static_cast<size_t>(n_tok * n_rows);
+  float* out = new float[n_out > 0 ? n_out : 1];
+  nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  WeightView w;
+  w.type = ty;
+  w.n_rows = n_rows;
+  w.n_cols = n_cols;
+  w.row_stride = rb;
+  w.data = raw.data();
+  {
+    nb::gil_scoped_release nogil;
+    CachedPool& cp = cached_pool(n_threads);
+    std::lock_guard<std::mutex> lock(cp.busy);
+    cpu::matmul(w, static_cast<const float*>(x.data()), n_tok, out, cp.pool, isa);
+  }
+  if (x.ndim() == 1) {
+    size_t shape[1] = {static_cast<size_t>(n_rows)};
+    return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<1>>(out, 1, shape, owner));
+  }
+  size_t shape[2] = {static_cast<size_t>(n_tok), static_cast<size_t>(n_rows)};
+  return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(out, 2, shape, owner));
+}
 
 void bind_quant(nb::module_& m) {
   m.def("type_info", [](nb::handle t) {
@@ -65,6 +161,13 @@ void bind_quant(nb::module_& m) {
         return nb::ndarray<nb::numpy, float, nb::ndim<1>>(out, 1, shape, owner);
       }, nb::arg("raw"), nb::arg("type"), nb::arg("n"),
       "dequantize n elements of raw GGUF block bytes (uint8, C-contiguous) to float32");
+
+  m.def("matvec", &matvec, nb::arg("raw"), nb::arg("type"), nb::arg("x"), nb::arg("n_threads") = 1,
+        nb::arg("isa") = "auto",
+        "y = x · Wᵀ for W given as raw GGUF rows (uint8 (n_rows, row_bytes), C-contiguous) of `type`, "
+        "x float32 (n_cols,) or (n_tok, n_cols); returns float32 (n_rows,) or (n_tok, n_rows). "
+        "Activations are quantized to 8 bits as llama.cpp does; isa: 'auto', 'scalar', 'avx2', 'neon'. "
+        "Runs without the GIL on a cached thread pool of n_threads.");
 }
 
 }  // namespace gaacrt::py

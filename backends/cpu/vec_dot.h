@@ -1,0 +1,36 @@
+// vec_dot.h — dot products of one weight row with one (quantized) activation row, per ISA.
+//
+// shared/spec/gguf.md §2.9. The activation row is in act_type(weight type) format (quantize_act.h):
+// every kernel multiplies integer weights by int8 activations, sums each block in int32 (exact),
+// and applies the block's float scales once. K-quants fold their sub-block scales in as integers
+// too, so a whole 256-element super-block is one exact integer before it meets a float.
+//
+// Three implementations with the same contract:
+//   vec_dot_scalar.cpp  plain C++, the reference the others are tested against;
+//   vec_dot_avx2.cpp    x86 AVX2/FMA/F16C (chosen at run time after cpuid);
+//   vec_dot_neon.cpp    aarch64 NEON (vdotq_s32 when built with dotprod, else vmull/vpadal).
+// For the K-quants each super-block is reduced to its integer sum before the float step, so all
+// three give bit-identical results; for the 32-element types and the float types the SIMD paths
+// keep 4 or 8 float accumulators (and FMA), which changes float rounding order only (~1e-7).
+#pragma once
+#include <cstdint>
+
+#include "cpu_features.h"
+#include "quant/types.h"
+
+namespace gaacrt::cpu {
+
+// n: elements in the row (a multiple of the block size); w: n elements of the weight type;
+// a: n elements of act_type(weight type). Returns Σ w[i]*a[i] in fp32.
+using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
+
+// One kernel per (weight type, ISA); nullptr where that ISA has none (or is not compiled in).
+VecDotFn vec_dot_scalar(GGMLType w);
+VecDotFn vec_dot_avx2(GGMLType w);  // only on x86 builds
+VecDotFn vec_dot_neon(GGMLType w);  // only on aarch64 builds
+
+// The kernel to use: the ISA's own if it has one and this CPU runs it, else the scalar one.
+// Throws Error("quant", "unsupported_type") for a type without any kernel.
+VecDotFn vec_dot_fn(GGMLType w, Isa isa);
+
+}  // namespace gaacrt::cpu

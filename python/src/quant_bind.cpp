@@ -12,6 +12,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/dequantize.h"
 #include "cpu/matvec.h"
+#include "cpu/quantize_act.h"
 #include "cpu/thread_pool.h"
 #include "quant/types.h"
 
@@ -128,6 +129,23 @@ nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, cons
   return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(out, 2, shape, owner));
 }
 
+nb::object quantize_act(AnyArray x, nb::handle weight_type) {
+  const GGMLType ty = parse_type(weight_type);
+  if (x.dtype() != nb::dtype<float>() || x.ndim() != 1 || !is_c_contiguous(x))
+    throw nb::type_error("quantize_act: x must be a C-contiguous float32 array of shape (n,)");
+  const TypeTraits* tr = type_traits(ty);
+  const int64_t n = static_cast<int64_t>(x.shape(0));
+  if (n % tr->block_size != 0)
+    throw nb::value_error(strfmt("quantize_act: n = %lld is not a multiple of the %s block size %u",
+                                 (long long)n, tr->name, tr->block_size).c_str());
+  const size_t bytes = cpu::act_row_bytes(ty, n);  // throws for a type without a kernel
+  uint8_t* out = new uint8_t[bytes > 0 ? bytes : 1];
+  nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+  cpu::quantize_act_row(ty, static_cast<const float*>(x.data()), out, n);
+  size_t shape[1] = {bytes};
+  return nb::cast(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(out, 1, shape, owner));
+}
+
 void bind_quant(nb::module_& m) {
   m.def("type_info", [](nb::handle t) {
         const GGMLType ty = parse_type(t);
@@ -168,6 +186,10 @@ void bind_quant(nb::module_& m) {
         "x float32 (n_cols,) or (n_tok, n_cols); returns float32 (n_rows,) or (n_tok, n_rows). "
         "Activations are quantized to 8 bits as llama.cpp does; isa: 'auto', 'scalar', 'avx2', 'neon'. "
         "Runs without the GIL on a cached thread pool of n_threads.");
+
+  m.def("quantize_act", &quantize_act, nb::arg("x"), nb::arg("weight_type"),
+        "the bytes matvec dots `weight_type` rows against: x float32 (n,) as Q8_0, Q8_1 or Q8_K blocks "
+        "(llama.cpp's reference quantizers), or the float32 bytes for float weight types");
 }
 
 }  // namespace gaacrt::py

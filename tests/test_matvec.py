@@ -1,0 +1,277 @@
+"""CPU quantized matvec (issue 2): activation quantizers, vec_dot kernels per ISA, matmul.
+
+The contract (shared/spec/gguf.md §2.7, §2.9): activations are quantized to 8 bits exactly as
+llama.cpp's reference quantizers do, integer dot products are summed per block, and the result is
+within 1e-2 relative L2 of exact math on the dequantized weights. Every SIMD path computes the
+same integers as the scalar reference, so ISAs agree to float-summation-order noise (K-quants:
+bit for bit, since each super-block is reduced to one int32 before its scale is applied).
+"""
+import ctypes
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import gaacrt
+from gaacrt import _core
+
+gguf = pytest.importorskip("gguf")
+from gguf.quants import dequantize, quantize  # noqa: E402
+
+T = gguf.GGMLQuantizationType
+
+QUANTIZABLE = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]  # gguf.quants.quantize works
+RANDOM_BYTES = [T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]  # no numpy quantizer: random blocks
+ALL_TYPES = QUANTIZABLE + RANDOM_BYTES
+ISAS = _core.cpu_isas()
+SIMD_ISAS = [i for i in ISAS if i != "scalar"]
+
+
+def block_size(t):
+    return gguf.GGML_QUANT_SIZES[t][0]
+
+
+def type_size(t):
+    return gguf.GGML_QUANT_SIZES[t][1]
+
+
+def fp16_bytes(values):
+    return np.asarray(values, dtype=np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def make_weights(t, n_rows, n_cols, rng):
+    """Raw GGUF rows (n_rows, row_bytes) of type t holding plausible weights."""
+    if t in QUANTIZABLE:
+        w = rng.standard_normal((n_rows, n_cols)).astype(np.float32) * 0.05
+        return np.ascontiguousarray(quantize(w, t).view(np.uint8).reshape(n_rows, -1))
+    bs, ts = block_size(t), type_size(t)
+    nb = n_rows * (n_cols // bs)
+    blocks = rng.integers(0, 256, size=(nb, ts), dtype=np.uint8)
+    scale = lambda: fp16_bytes(rng.uniform(1e-4, 2e-3, size=nb))  # noqa: E731
+    if t == T.Q6_K:
+        blocks[:, 208:210] = scale()  # d sits at the end (spec §2.6)
+    else:
+        blocks[:, 0:2] = scale()  # d
+        if t in (T.Q4_K, T.Q5_K):
+            blocks[:, 2:4] = scale()  # dmin
+    return blocks.reshape(n_rows, -1)
+
+
+def reference(raw, t, x):
+    w = dequantize(raw, t).astype(np.float64)
+    return x.astype(np.float64) @ w.T
+
+
+def rel_l2(a, b):
+    return float(np.linalg.norm(np.asarray(a, np.float64) - b) / np.linalg.norm(b))
+
+
+def odd_cols(t):
+    # Odd multiples of the block size: 7 blocks of 32, 3 super-blocks of 256; float types 7*32+3.
+    return {1: 227, 32: 32 * 7, 256: 256 * 3}[block_size(t)]
+
+
+@pytest.mark.parametrize("n_tok", [1, 5])
+@pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.name)
+def test_matvec_is_within_1e_2_of_float64_reference_for_odd_block_counts(t, n_tok):
+    rng = np.random.default_rng(1000 + int(t) * 7 + n_tok)
+    n_rows, n_cols = 67, odd_cols(t)
+    raw = make_weights(t, n_rows, n_cols, rng)
+    x = rng.standard_normal((n_tok, n_cols)).astype(np.float32)
+    ref = reference(raw, t, x)
+    for isa in ISAS:
+        y = _core.matvec(raw, t.name, x, n_threads=2, isa=isa)
+        assert y.shape == (n_tok, n_rows) and y.dtype == np.float32
+        err = rel_l2(y, ref)
+        assert err < 1e-2, f"{t.name} isa={isa}: relative L2 error {err:.3g}"
+
+
+@pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.name)
+def test_every_isa_agrees_with_scalar(t):
+    # Same integers per block; only the order of float additions differs (8 FMA lanes against a
+    # serial sum), which costs ~1e-7 relative. K-quants reduce each super-block to one int32 first
+    # and apply the same float expression, so they must match exactly.
+    rng = np.random.default_rng(int(t))
+    n_cols = block_size(t) * (9 if block_size(t) > 1 else 301)
+    raw = make_weights(t, 45, n_cols, rng)
+    x = rng.standard_normal((3, n_cols)).astype(np.float32)
+    ys = _core.matvec(raw, t.name, x, isa="scalar")
+    for isa in SIMD_ISAS:
+        y = _core.matvec(raw, t.name, x, isa=isa)
+        if t in (T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS):
+            np.testing.assert_array_equal(y, ys, err_msg=f"{t.name} {isa}")
+        else:
+            assert rel_l2(y, ys.astype(np.float64)) < 1e-5, f"{t.name} {isa}"
+
+
+@pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K, T.F16], ids=lambda t: t.name)
+def test_matvec_rows_and_threads_do_not_change_the_result(t):
+    # Each output is one vec_dot whatever the split: 1 or 2 threads, 1 or many tokens (the
+    # row-chunked prefill loop) give identical bits. 131 rows: chunks and thread ranges end unevenly.
+    rng = np.random.default_rng(7)
+    n_cols = block_size(t) * 5 if block_size(t) > 1 else 160
+    raw = make_weights(t, 131, n_cols, rng)
+    x = rng.standard_normal((9, n_cols)).astype(np.float32)
+    for isa in ISAS:
+        y1 = _core.matvec(raw, t.name, x, n_threads=1, isa=isa)
+        y2 = _core.matvec(raw, t.name, x, n_threads=2, isa=isa)
+        np.testing.assert_array_equal(y1, y2)
+        for k in (0, 4, 8):
+            np.testing.assert_array_equal(_core.matvec(raw, t.name, x[k], isa=isa), y1[k])
+
+
+def test_matvec_of_zero_activations_is_zero():
+    rng = np.random.default_rng(3)
+    for t in ALL_TYPES:
+        n_cols = odd_cols(t)
+        raw = make_weights(t, 8, n_cols, rng)
+        for isa in ISAS:
+            y = _core.matvec(raw, t.name, np.zeros(n_cols, np.float32), isa=isa)
+            np.testing.assert_array_equal(y, np.zeros(8, np.float32), err_msg=f"{t.name} {isa}")
+
+
+# ---- activation quantizers against llama.cpp's own (ggml's quantize_row_q8_*_ref) ---------------
+
+def _q8k_numpy(x):
+    """quantize_row_q8_K_ref transcribed: signed max, iscale=-127/max, round half even, clamp 127."""
+    out = bytearray()
+    for blk in x.reshape(-1, 256):
+        ax = np.abs(blk)
+        if ax.max() == 0:
+            out += np.float32(0).tobytes() + bytes(256) + bytes(32)
+            continue
+        mx = blk[int(np.argmax(ax))]  # the first index of the largest |x|, as the C loop's '>'
+        iscale = np.float32(-127.0) / mx
+        q = np.minimum(127, np.rint(iscale * blk)).astype(np.int8)
+        bsums = q.reshape(16, 16).astype(np.int16).sum(axis=1).astype(np.int16)
+        out += (np.float32(1.0) / iscale).astype(np.float32).tobytes() + q.tobytes() + bsums.tobytes()
+    return np.frombuffer(bytes(out), np.uint8)
+
+
+def test_q8_0_activations_are_bit_identical_to_gguf_quantize():
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(32 * 9) * rng.choice([1e-3, 1, 300], 32 * 9)).astype(np.float32)
+    x[32:64] = 0  # an all-zero block: d = 0, q = 0
+    x[64:96] = np.arange(-16, 16) + 0.5  # with amax = 127, d = 1 and every x*id is a tie:
+    x[64] = -127.0                       # roundf rounds half away from zero, np.round would not
+    expect = quantize(x.reshape(1, -1), T.Q8_0).view(np.uint8).ravel()
+    np.testing.assert_array_equal(_core.quantize_act(x, "q4_0"), expect)
+    np.testing.assert_array_equal(_core.quantize_act(x, "iq4_nl"), expect)
+
+
+def test_q8_k_activations_match_the_reference_transcription():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(256 * 3).astype(np.float32)
+    x[256:512] = 0
+    x[600] = -9.0  # the signed max is negative: iscale > 0
+    np.testing.assert_array_equal(_core.quantize_act(x, "q4_K"), _q8k_numpy(x))
+
+
+def _ggml_base():
+    try:
+        import llama_cpp
+    except ImportError:
+        if os.environ.get("GAACRT_REQUIRE_LLAMA_CPP") == "1":
+            pytest.fail("GAACRT_REQUIRE_LLAMA_CPP=1 but llama_cpp (llama-cpp-python) is not importable")
+        pytest.skip("llama-cpp-python not installed: cannot call ggml's reference quantizers")
+    libdir = pathlib.Path(llama_cpp.__file__).parent / "lib"
+    for name in ("libggml-base.so", "libggml-base.dylib"):
+        if (libdir / name).exists():
+            return ctypes.CDLL(str(libdir / name))
+    pytest.fail(f"llama_cpp is installed but {libdir} has no libggml-base")
+
+
+@pytest.mark.parametrize("weight_type,ref_fn,act_bytes,qk", [
+    ("q8_0", "quantize_row_q8_0_ref", 34, 32),
+    ("q5_1", "quantize_row_q8_1_ref", 36, 32),
+    ("q6_K", "quantize_row_q8_K_ref", 292, 256),
+])
+def test_activation_quantizers_are_bit_identical_to_ggml_reference(weight_type, ref_fn, act_bytes, qk):
+    lib = _ggml_base()
+    fn = getattr(lib, ref_fn)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    fn.restype = None
+    rng = np.random.default_rng(13)
+    n = qk * 12
+    x = (rng.standard_normal(n) * np.repeat(rng.choice([1e-4, 0.1, 1, 1e3], n // qk), qk)).astype(np.float32)
+    x[qk:2 * qk] = 0  # all-zero block (ggml leaves Q8_K bsums untouched there: buffer pre-zeroed)
+    x[2 * qk:3 * qk] = np.round(x[2 * qk:3 * qk] * 4) / 4  # many ties
+    expect = np.zeros(n // qk * act_bytes, np.uint8)
+    fn(x.ctypes.data, expect.ctypes.data, n)
+    np.testing.assert_array_equal(_core.quantize_act(x, weight_type), expect)
+
+
+# ---- real model rows ----------------------------------------------------------------------------
+
+REAL_TENSORS = [
+    ("smollm2-135m", "blk.0.attn_q.weight", None),    # Q4_1
+    ("smollm2-135m", "blk.0.ffn_down.weight", None),  # Q4_1, 1536 columns
+    ("smollm2-135m", "token_embd.weight", 384),       # Q8_0 (first rows only)
+    ("gemma3-270m", "blk.0.attn_q.weight", None),     # Q5_0
+    ("gemma3-270m", "blk.0.attn_output.weight", None),  # Q4_K
+    ("gemma3-270m", "blk.0.ffn_down.weight", None),   # Q6_K
+    ("gemma3-270m", "blk.0.attn_v.weight", None),     # Q8_0
+]
+
+
+@pytest.fixture(scope="module")
+def gguf_files():
+    files = {}
+
+    def get(model):
+        if model not in files:
+            try:
+                files[model] = gaacrt.GGUFFile(gaacrt.models.get(model))
+            except Exception as e:  # offline and not cached
+                pytest.skip(f"model {model} not available: {e}")
+        return files[model]
+    return get
+
+
+@pytest.mark.parametrize("model,name,max_rows", REAL_TENSORS, ids=[f"{m}:{n}" for m, n, _ in REAL_TENSORS])
+def test_real_model_rows_are_within_1e_2_of_float64_reference(gguf_files, model, name, max_rows):
+    f = gguf_files(model)
+    info = f.tensor_info(name)
+    qt = T(int(_core.type_info(info.type)["id"]))
+    n_cols, n_rows = info.shape[0], info.shape[1]
+    raw = f.tensor_bytes(name).reshape(n_rows, -1)[: max_rows or n_rows]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, n_cols)).astype(np.float32)
+    ref = reference(raw, qt, x)
+    for isa in ISAS:
+        err = rel_l2(_core.matvec(raw, qt.name, x, n_threads=2, isa=isa), ref)
+        assert err < 1e-2, f"{model}:{name} ({qt.name}) isa={isa}: relative L2 error {err:.3g}"
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+def test_matvec_rejects_bad_inputs_naming_the_expected_form():
+    raw = make_weights(T.Q4_0, 4, 64, np.random.default_rng(0))
+    x = np.zeros(64, np.float32)
+    with pytest.raises(TypeError, match="float32"):
+        _core.matvec(raw, "q4_0", x.astype(np.float64))
+    with pytest.raises(TypeError, match="uint8"):
+        _core.matvec(raw.view(np.int8), "q4_0", x)
+    with pytest.raises(TypeError, match=r"\(n_rows, row_bytes\)"):
+        _core.matvec(raw.ravel(), "q4_0", x)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        _core.matvec(np.asfortranarray(np.concatenate([raw, raw])), "q4_0", x)
+    with pytest.raises(TypeError, match=r"\(n_tok, n_cols\)"):
+        _core.matvec(raw, "q4_0", np.zeros((1, 1, 64), np.float32))
+    with pytest.raises(ValueError, match="x has 32 columns"):
+        _core.matvec(raw, "q4_0", np.zeros(32, np.float32))
+    with pytest.raises(ValueError, match="row_bytes 35"):
+        _core.matvec(np.zeros((4, 35), np.uint8), "q4_0", x)
+    with pytest.raises(ValueError, match="unknown isa 'sse9'"):
+        _core.matvec(raw, "q4_0", x, isa="sse9")
+    with pytest.raises(ValueError, match="n_threads"):
+        _core.matvec(raw, "q4_0", x, n_threads=0)
+    with pytest.raises(ValueError, match="not supported"):
+        _core.matvec(np.zeros((4, 84), np.uint8), "q2_K", np.zeros(256, np.float32))
+    with pytest.raises(ValueError, match="unknown ggml type"):
+        _core.matvec(raw, "q4_7", x)
+    missing = [i for i in ("avx2", "neon") if i not in ISAS]
+    for isa in missing:
+        with pytest.raises(ValueError, match="not available"):
+            _core.matvec(raw, "q4_0", x, isa=isa)

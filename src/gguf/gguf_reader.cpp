@@ -93,7 +93,7 @@ void read_scalar(const uint8_t* p, GGUFValueType t, GGUFValue& v) {
     case GGUFValueType::INT64: v.i = load<int64_t>(p); break;
     case GGUFValueType::FLOAT32: v.f = load<float>(p); break;
     case GGUFValueType::FLOAT64: v.f = load<double>(p); break;
-    case GGUFValueType::BOOL: v.u = load<uint8_t>(p); break;
+    case GGUFValueType::BOOL: v.u = load<uint8_t>(p); v.i = (int64_t)v.u; break;  // int_at() reads .i
     default: break;
   }
 }

@@ -9,6 +9,7 @@
 #include "cpu_features.h"
 #include "dequantize.h"
 #include "matvec.h"
+#include "ops.h"
 
 namespace gaacrt::cpu {
 
@@ -42,8 +43,37 @@ void CpuBackend::dequantize(const WeightView& w, float* dst) {
   });
 }
 
-void CpuBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) {
+void CpuBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) {
   cpu::matmul(w, x, n_tok, y, pool_, best_isa());
+  if (bias)
+    for (int64_t t = 0; t < n_tok; ++t) cpu::add(y + t * w.n_rows, bias, w.n_rows);
+}
+
+void CpuBackend::get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out) {
+  cpu::get_rows(emb, ids, n, scale, out, pool_);
+}
+void CpuBackend::rms_norm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) {
+  cpu::rms_norm(x, w, eps, rows, dim, y, pool_);
+}
+void CpuBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* pos,
+                      const RopeParams& p) {
+  cpu::rope(x, n_tok, n_heads, head_dim, pos, p, pool_);
+}
+void CpuBackend::add(float* y, const float* x, int64_t n) { cpu::add(y, x, n); }
+void CpuBackend::act_mul(const float* g, const float* u, int64_t n, Activation act, float* h) {
+  cpu::act_mul(g, u, n, act, h, pool_);
+}
+void CpuBackend::softcap(float* x, int64_t n, float cap) { cpu::softcap(x, n, cap); }
+void CpuBackend::kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, const float* k,
+                          const float* v) {
+  cpu::kv_store(kv, slots, n_tok, k, v, pool_);
+}
+void CpuBackend::kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs) {
+  cpu::kv_finalize(kv, jobs, n_jobs, pool_);
+}
+void CpuBackend::attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
+                           const float* q, float* out) {
+  cpu::attention(kv, args, seqs, n_seqs, q, out, pool_);
 }
 
 namespace {

@@ -18,7 +18,19 @@ class CpuBackend final : public Backend {
   bool shares_host_memory() const override { return true; }
 
   void dequantize(const WeightView& w, float* dst) override;
-  void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) override;
+  void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) override;
+  void get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out) override;
+  void rms_norm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) override;
+  void rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* pos,
+            const RopeParams& p) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void act_mul(const float* g, const float* u, int64_t n, Activation act, float* h) override;
+  void softcap(float* x, int64_t n, float cap) override;
+  void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, const float* k,
+                const float* v) override;
+  void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs) override;
+  void attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
+                 const float* q, float* out) override;
 
   ThreadPool& pool() { return pool_; }
 

@@ -21,7 +21,8 @@ __device__ float warp_sum(float v) {
 
 template <typename Block, int QK>
 __global__ void matmul_blocks_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows,
-                                     int64_t n_cols, const float* __restrict__ x, float* __restrict__ y) {
+                                     int64_t n_cols, const float* __restrict__ x, float* __restrict__ y,
+                                     const float* __restrict__ bias) {
   const int64_t row = (int64_t)blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int64_t tok = blockIdx.y;
   const int lane = threadIdx.x % kWarp;
@@ -35,12 +36,13 @@ __global__ void matmul_blocks_kernel(const uint8_t* __restrict__ w, size_t row_s
     for (int j = 0; j < QK; ++j) acc = __fmaf_rn(v[j], xr[b * QK + j], acc);
   }
   acc = warp_sum(acc);
-  if (lane == 0) y[tok * n_rows + row] = acc;
+  if (lane == 0) y[tok * n_rows + row] = bias ? acc + bias[row] : acc;
 }
 
 template <int kType>
 __global__ void matmul_float_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows,
-                                    int64_t n_cols, const float* __restrict__ x, float* __restrict__ y) {
+                                    int64_t n_cols, const float* __restrict__ x, float* __restrict__ y,
+                                    const float* __restrict__ bias) {
   const int64_t row = (int64_t)blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int64_t tok = blockIdx.y;
   const int lane = threadIdx.x % kWarp;
@@ -56,12 +58,12 @@ __global__ void matmul_float_kernel(const uint8_t* __restrict__ w, size_t row_st
     acc = __fmaf_rn(v, xr[c], acc);
   }
   acc = warp_sum(acc);
-  if (lane == 0) y[tok * n_rows + row] = acc;
+  if (lane == 0) y[tok * n_rows + row] = bias ? acc + bias[row] : acc;
 }
 
 }  // namespace
 
-void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) {
+void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) {
   const TypeTraits* tr = type_traits(w.type);
   if (!tr || !tr->supported)
     throw Error("backend", "unsupported_type", strfmt("cuda matmul: type %s is not supported", type_name(w.type)));
@@ -73,12 +75,12 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
   const auto* wp = static_cast<const uint8_t*>(w.data);
   const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    matmul_blocks_kernel<typename BT::block, BT::qk><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
+    matmul_blocks_kernel<typename BT::block, BT::qk><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
   });
   if (!quantized) {
-    if (w.type == GGMLType::F32) matmul_float_kernel<0><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
-    else if (w.type == GGMLType::F16) matmul_float_kernel<1><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
-    else matmul_float_kernel<2><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y);
+    if (w.type == GGMLType::F32) matmul_float_kernel<0><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    else if (w.type == GGMLType::F16) matmul_float_kernel<1><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    else matmul_float_kernel<2><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

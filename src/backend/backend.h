@@ -1,10 +1,13 @@
 // backend.h — the op interface every backend implements (CPU is the reference).
 //
 // One op = one declaration here + one file per backend with the same stem
-// (backends/cpu/matmul.cpp, backends/cuda/matmul.cu, backends/metal/kernels/matmul.metal).
+// (backends/cpu/rms_norm.cpp, backends/cuda/rms_norm.cu, backends/metal/kernels/rms_norm.metal).
 // Ops take device pointers, sizes and strides; the backend checks what it is given, its kernels
-// do not. Every pointer comment gives the shape in row-major (slowest first) order.
-// The forward pass (src/model) is written once against this interface.
+// do not. Pointer comments give shapes row-major, slowest dimension first.
+//
+// The forward pass (src/model/forward.cpp) is written once against this interface. The fused
+// ops at the end have reference implementations here, composed of the primitive ops; a GPU
+// backend overrides them with one kernel each so a decode step is about ten launches per layer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "devices.h"
+#include "kv/kv_view.h"
 #include "quant/types.h"
 
 namespace gaacrt {
@@ -23,7 +27,29 @@ struct WeightView {
   int64_t n_rows = 0, n_cols = 0;
   size_t row_stride = 0;
   const void* data = nullptr;
+  bool empty() const { return data == nullptr; }
 };
+
+enum class RopeStyle : int32_t {
+  Norm = 0,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama (its converter permutes Q/K)
+  Neox = 2,  // rotate half-split pairs (x[i], x[i + n_rot/2]) — qwen2/3, gemma3
+};
+
+// Everything that decides the rotation angle of pair i at position p (spec/gguf.md §3.1):
+// theta = p * freq_scale * base^(-2i/n_rot) / freq_factors[i], YaRN mixing when ext_factor != 0.
+struct RopeParams {
+  RopeStyle style = RopeStyle::Norm;
+  int32_t n_rot = 0;              // rotated dims per head; the rest pass through
+  float base = 10000.f;
+  float freq_scale = 1.f;         // 1 / linear scaling factor
+  const float* freq_factors = nullptr;  // (n_rot/2) or null (Llama 3.1 rope_freqs)
+  float ext_factor = 0.f;         // YaRN
+  float attn_factor = 1.f;
+  float beta_fast = 32.f, beta_slow = 1.f;
+  int32_t n_ctx_orig = 0;
+};
+
+enum class Activation : int32_t { SiLU = 0, GeluTanh = 1 };
 
 class Backend {
  public:
@@ -39,12 +65,38 @@ class Backend {
   // True when host pointers (a mapped GGUF) can be used directly as weights (CPU, Apple unified memory).
   virtual bool shares_host_memory() const = 0;
 
-  // ---- ops ----
+  // ---- primitive ops ----
   // dst(n_rows, w.n_cols) = dequantize(w): bit-identical to the gguf package on every backend.
   virtual void dequantize(const WeightView& w, float* dst) = 0;
-  // y(n_tok, w.n_rows) = x(n_tok, w.n_cols) · wᵀ. Activations are quantized to 8 bits per the
-  // weight type (llama.cpp's vec_dot_type) on the CPU; within 1e-2 relative L2 of exact math.
-  virtual void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) = 0;
+  // y(n_tok, w.n_rows) = x(n_tok, w.n_cols) · wᵀ (+ bias(w.n_rows) when given). Activations are
+  // quantized to 8 bits per the weight type (llama.cpp's vec_dot_type) on the CPU.
+  virtual void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) = 0;
+  // out(n, dim) = rows ids[0..n) of the embedding matrix, dequantized, times `scale`.
+  virtual void get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out) = 0;
+  // y(rows, dim) = x / sqrt(mean(x²) + eps) * w(dim); y may alias x.
+  virtual void rms_norm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) = 0;
+  // x(n_tok, n_heads, head_dim) rotated in place; token t is at position pos[t].
+  virtual void rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* pos,
+                    const RopeParams& p) = 0;
+  // y(n) += x(n)
+  virtual void add(float* y, const float* x, int64_t n) = 0;
+  // h(n) = act(g(n)) * u(n); h may alias g.
+  virtual void act_mul(const float* g, const float* u, int64_t n, Activation act, float* h) = 0;
+  // x(n) = cap * tanh(x / cap)
+  virtual void softcap(float* x, int64_t n, float cap) = 0;
+
+  // ---- KV cache ops (kv/kv_view.h) ----
+  // Writes k(n_tok, n_head_kv, d_k) and v(n_tok, n_head_kv, d_v) of this batch into the raw
+  // pages the host assigned (slot_of_token); keys arrive after RoPE.
+  virtual void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, const float* k,
+                        const float* v) = 0;
+  // Encodes full blocks into the format's compressed slots (kv/kv_view.h KVFinalizeJob); a job
+  // whose encoding does not fit reports `fits = false` and its raw page stays in use.
+  virtual void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs) = 0;
+  // out(n_tok, n_head, d_v) = softmax(q·Kᵀ·scale + mask) · V per sequence, reading the cache in
+  // whatever mix of compressed slots and raw pages the block table says (one softmax over all).
+  virtual void attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
+                         const float* q, float* out) = 0;
 };
 
 }  // namespace gaacrt

@@ -1,0 +1,153 @@
+// attention.cpp — attention over the paged cache on the CPU (the reference for every backend).
+//
+// Per (sequence, kv-head) the tiles of K and V are loaded once per 16-token block and used by
+// all the query heads of the group (GQA) and all the sequence's query tokens. One pass with an
+// online softmax (running max m, sum l, weighted sum acc) over the visible blocks; long contexts
+// are split into fixed chunks of blocks processed in parallel and merged in chunk order. The
+// chunking depends only on lengths and thread count, never on the cache format, so a lossless
+// format gives bit-identical results (DESIGN.md "What must stay true").
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/half.h"
+#include "ops.h"
+
+namespace gaacrt::cpu {
+namespace {
+
+constexpr float kNegInf = -INFINITY;
+
+// Rows [16][head_dim] of one block's K or V for one kv-head, as fp32.
+void load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int32_t is_v, int32_t block, float* out) {
+  const int32_t d = is_v ? kv.head_dim_v : kv.head_dim_k;
+  for (int32_t half = 0; half < kv.n_half; ++half) {
+    const uint32_t e = table[kv_entry_index(kv, head, is_v, half, block)];
+    // Raw BF16 page. (Compressed slots get their loader with their format.)
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(kv.pages + (uint64_t)e * kv.page_bytes);
+    for (int32_t r = 0; r < KV_BLOCK_TOKENS; ++r)
+      for (int32_t c = 0; c < kv.tile_dim; ++c)
+        out[r * d + half * kv.tile_dim + c] = bf16_to_f32(src[r * kv.tile_dim + c]);
+  }
+}
+
+struct Partial {  // online-softmax state of one (query token, head) over a chunk of blocks
+  float m, l;
+};
+
+// Processes blocks [b0, b1) of one (seq, kv-head) for all its query tokens and group heads.
+// state: (n_q, G) Partials; acc: (n_q, G, dv).
+void attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq& s, int32_t kvh, int32_t b0, int32_t b1,
+                  const float* q, Partial* state, float* acc, std::vector<float>& kbuf, std::vector<float>& vbuf) {
+  const int32_t G = a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v;
+  kbuf.resize((size_t)KV_BLOCK_TOKENS * dk);
+  vbuf.resize((size_t)KV_BLOCK_TOKENS * dv);
+  for (int32_t i = 0; i < s.n_q * G; ++i) state[i] = {kNegInf, 0.f};
+  std::fill(acc, acc + (size_t)s.n_q * G * dv, 0.f);
+  float sc[KV_BLOCK_TOKENS];
+  for (int32_t b = b0; b < b1; ++b) {
+    load_block(kv, s.table, kvh, 0, b, kbuf.data());
+    load_block(kv, s.table, kvh, 1, b, vbuf.data());
+    for (int32_t i = 0; i < s.n_q; ++i) {
+      const int32_t p = s.pos0 + i;
+      const int32_t lo = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
+      const int32_t j0 = std::max(b * KV_BLOCK_TOKENS, lo), j1 = std::min(b * KV_BLOCK_TOKENS + KV_BLOCK_TOKENS, p + 1);
+      if (j0 >= j1) continue;
+      for (int32_t g = 0; g < G; ++g) {
+        const float* qv = q + ((int64_t)(s.q_begin + i) * a.n_head + kvh * G + g) * dk;
+        Partial& st = state[i * G + g];
+        float* ac = acc + ((int64_t)i * G + g) * dv;
+        float mx = st.m;
+        for (int32_t j = j0; j < j1; ++j) {
+          const float* kr = kbuf.data() + (j - b * KV_BLOCK_TOKENS) * dk;
+          float dot = 0.f;
+          for (int32_t c = 0; c < dk; ++c) dot += qv[c] * kr[c];
+          dot *= a.scale;
+          if (a.softcap > 0.f) dot = a.softcap * std::tanh(dot / a.softcap);
+          sc[j - j0] = dot;
+          mx = std::max(mx, dot);
+        }
+        const float corr = std::exp(st.m - mx);  // exp(-inf) = 0 on the first block
+        st.l *= corr;
+        for (int32_t c = 0; c < dv; ++c) ac[c] *= corr;
+        for (int32_t j = j0; j < j1; ++j) {
+          const float w = std::exp(sc[j - j0] - mx);
+          st.l += w;
+          const float* vr = vbuf.data() + (j - b * KV_BLOCK_TOKENS) * dv;
+          for (int32_t c = 0; c < dv; ++c) ac[c] += w * vr[c];
+        }
+        st.m = mx;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
+               float* out, ThreadPool& pool) {
+  const int32_t G = a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
+  // Work items: (sequence, kv-head, chunk of blocks). A sequence's visible blocks are split into
+  // chunks of kChunkBlocks so one long sequence still feeds every thread.
+  constexpr int32_t kChunkBlocks = 32;  // 512 tokens
+  struct Item { int32_t seq, kvh, b0, b1, chunk; };
+  std::vector<Item> items;
+  std::vector<int32_t> first_item(n_seqs + 1);
+  for (int32_t si = 0; si < n_seqs; ++si) {
+    first_item[si] = (int32_t)items.size();
+    const AttnSeq& s = seqs[si];
+    const int32_t last = s.pos0 + s.n_q - 1;
+    const int32_t lo = a.sliding_window > 0 ? std::max(0, s.pos0 - a.sliding_window + 1) : 0;
+    const int32_t bl = lo / KV_BLOCK_TOKENS, bh = last / KV_BLOCK_TOKENS + 1;
+    for (int32_t h = 0; h < kv.n_head_kv; ++h) {
+      int32_t c = 0;
+      for (int32_t b = bl; b < bh; b += kChunkBlocks, ++c) items.push_back({si, h, b, std::min(bh, b + kChunkBlocks), c});
+    }
+  }
+  first_item[n_seqs] = (int32_t)items.size();
+
+  // Per item: state (n_q*G) and acc (n_q*G*dv).
+  std::vector<int64_t> off(items.size() + 1, 0);
+  for (size_t i = 0; i < items.size(); ++i) off[i + 1] = off[i] + (int64_t)seqs[items[i].seq].n_q * G;
+  std::vector<Partial> state(off.back());
+  std::vector<float> acc((size_t)off.back() * dv);
+
+  pool.run([&](int ith, int nth) {
+    std::vector<float> kbuf, vbuf;
+    for (size_t i = ith; i < items.size(); i += nth) {
+      const Item& it = items[i];
+      attend_chunk(kv, a, seqs[it.seq], it.kvh, it.b0, it.b1, q, state.data() + off[i], acc.data() + off[i] * dv, kbuf,
+                   vbuf);
+    }
+  });
+
+  // Merge the chunks of each (sequence, kv-head) in chunk order, then normalise.
+  for (int32_t si = 0; si < n_seqs; ++si) {
+    const AttnSeq& s = seqs[si];
+    for (int32_t i = first_item[si]; i < first_item[si + 1]; ++i) {
+      const Item& it = items[i];
+      if (it.chunk != 0) continue;
+      int32_t n_chunks = 1;
+      while (i + n_chunks < first_item[si + 1] && items[i + n_chunks].chunk != 0) ++n_chunks;
+      for (int32_t r = 0; r < s.n_q * G; ++r) {
+        float m = kNegInf;
+        for (int32_t c = 0; c < n_chunks; ++c) m = std::max(m, state[off[i + c] + r].m);
+        float l = 0.f;
+        float* o = out + ((int64_t)(s.q_begin + r / G) * a.n_head + it.kvh * G + r % G) * dv;
+        std::fill(o, o + dv, 0.f);
+        for (int32_t c = 0; c < n_chunks; ++c) {
+          const Partial& p = state[off[i + c] + r];
+          if (p.m == kNegInf) continue;
+          const float w = std::exp(p.m - m);
+          l += p.l * w;
+          const float* ac = acc.data() + (off[i + c] + r) * dv;
+          for (int32_t d = 0; d < dv; ++d) o[d] += ac[d] * w;
+        }
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        for (int32_t d = 0; d < dv; ++d) o[d] *= inv;
+      }
+    }
+  }
+}
+
+}  // namespace gaacrt::cpu

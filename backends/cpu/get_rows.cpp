@@ -1,0 +1,18 @@
+// get_rows.cpp — embedding lookup: dequantize rows of token_embd, times the embedding scale.
+#include "dequantize.h"
+#include "ops.h"
+
+namespace gaacrt::cpu {
+
+void get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out, ThreadPool& pool) {
+  pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* row = out + i * emb.n_cols;
+      dequantize_row(emb.type, static_cast<const uint8_t*>(emb.data) + (size_t)ids[i] * emb.row_stride, row, emb.n_cols);
+      if (scale != 1.f)
+        for (int64_t c = 0; c < emb.n_cols; ++c) row[c] *= scale;
+    }
+  });
+}
+
+}  // namespace gaacrt::cpu

@@ -1,0 +1,181 @@
+// model_bind.cpp — Model, Context, Session and Sampler. The GIL is released for every call that
+// computes; numpy inputs are checked for dtype and shape with errors naming the expected form.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "common/error.h"
+#include "model/model.h"
+#include "runtime/session.h"
+#include "sampling/sampler.h"
+
+namespace nb = nanobind;
+
+namespace gaacrt::py {
+namespace {
+
+// Token ids from a Python sequence of ints or a 1-D integer numpy array.
+std::vector<int32_t> to_tokens(nb::handle obj, const char* what) {
+  std::vector<int32_t> out;
+  if (nb::isinstance<nb::str>(obj) || nb::isinstance<nb::bytes>(obj))
+    throw nb::type_error(strfmt("%s: expected a sequence of token ids (ints), got a string; tokenize it first", what).c_str());
+  if (nb::ndarray_check(obj)) {
+    auto arr = nb::cast<nb::ndarray<nb::device::cpu>>(obj);
+    if (arr.ndim() != 1) throw nb::value_error(strfmt("%s: expected a 1-D array of token ids, got %zu dims", what, arr.ndim()).c_str());
+    if (arr.dtype().code != (uint8_t)nb::dlpack::dtype_code::Int && arr.dtype().code != (uint8_t)nb::dlpack::dtype_code::UInt)
+      throw nb::type_error(strfmt("%s: expected an integer array of token ids", what).c_str());
+  }
+  try {
+    for (nb::handle h : obj) out.push_back(nb::cast<int32_t>(h));
+  } catch (const nb::cast_error&) {
+    throw nb::type_error(strfmt("%s: expected a sequence of token ids (ints)", what).c_str());
+  }
+  return out;
+}
+
+nb::ndarray<nb::numpy, float, nb::ndim<1>> copy_to_numpy(const float* src, size_t n) {
+  float* buf = new float[n];
+  std::memcpy(buf, src, n * sizeof(float));
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  size_t shape[1] = {n};
+  return nb::ndarray<nb::numpy, float, nb::ndim<1>>(buf, 1, shape, owner);
+}
+
+nb::dict config_dict(const ModelConfig& c) {
+  nb::dict d;
+  d["arch"] = c.arch;
+  d["name"] = c.name;
+  d["n_vocab"] = c.n_vocab;
+  d["n_embd"] = c.n_embd;
+  d["n_layer"] = c.n_layer;
+  d["n_head"] = c.n_head;
+  d["n_head_kv"] = c.n_head_kv;
+  d["head_dim_k"] = c.head_dim_k;
+  d["head_dim_v"] = c.head_dim_v;
+  d["n_ff"] = c.n_ff;
+  d["n_ctx_train"] = c.n_ctx_train;
+  d["rms_eps"] = c.rms_eps;
+  d["rope_base"] = c.rope.base;
+  d["rope_base_swa"] = c.rope_swa.base;
+  d["rope_freq_scale"] = c.rope.freq_scale;
+  d["n_rot"] = c.rope.n_rot;
+  d["rope_style"] = c.rope.style == RopeStyle::Norm ? "norm" : "neox";
+  d["qk_norm"] = c.qk_norm;
+  d["post_norms"] = c.post_norms;
+  d["activation"] = c.act == Activation::SiLU ? "silu" : "gelu_tanh";
+  d["embed_scale"] = c.embed_scale;
+  d["attn_scale"] = c.attn_scale;
+  d["sliding_window"] = c.sliding_window;
+  nb::list swa;
+  for (int il = 0; il < c.n_layer; ++il) swa.append(c.is_swa(il));
+  d["layer_is_swa"] = swa;
+  d["final_logit_softcap"] = c.final_logit_softcap;
+  return d;
+}
+
+}  // namespace
+
+void bind_model(nb::module_& m) {
+  nb::class_<Model>(m, "Model", "A loaded GGUF model on a backend (weights placed once, shared by sessions).")
+      .def("__init__", [](Model* self, const std::string& path, const std::string& backend, int n_threads, int device) {
+             ModelParams p;
+             p.backend = backend;
+             p.n_threads = n_threads;
+             p.device = device;
+             nb::gil_scoped_release nogil;
+             new (self) Model(path, p);
+           }, nb::arg("path"), nb::arg("backend") = "auto", nb::arg("n_threads") = 0, nb::arg("device") = 0)
+      .def_prop_ro("config", [](const Model& mo) { return config_dict(mo.config()); })
+      .def_prop_ro("description", &Model::description)
+      .def_prop_ro("path", &Model::path)
+      .def_prop_ro("n_vocab", [](const Model& mo) { return mo.config().n_vocab; })
+      .def_prop_ro("backend", [](const Model& mo) { return mo.backend().device().backend; })
+      .def_prop_ro("device_name", [](const Model& mo) { return mo.backend().device().name; })
+      .def_prop_ro("weight_bytes", [](const Model& mo) { return mo.weights().bytes; });
+
+  nb::class_<Context>(m, "Context", "A KV cache and forward pass shared by the sessions decoding together.")
+      .def("__init__", [](Context* self, const Model& model, int32_t n_ctx, int32_t n_seq_max, const std::string& cache,
+                          uint64_t budget_bytes, int32_t n_ubatch) {
+             ContextParams p;
+             p.n_ctx = n_ctx;
+             p.n_seq_max = n_seq_max;
+             p.cache = cache;
+             p.budget_bytes = budget_bytes;
+             p.n_ubatch = n_ubatch;
+             nb::gil_scoped_release nogil;
+             new (self) Context(model, p);
+           }, nb::arg("model"), nb::arg("n_ctx") = 4096, nb::arg("n_seq_max") = 1, nb::arg("cache") = "bf16",
+           nb::arg("budget_bytes") = 0, nb::arg("n_ubatch") = 512, nb::keep_alive<1, 2>())
+      .def_prop_ro("n_ctx", [](const Context& c) { return c.params().n_ctx; })
+      .def_prop_ro("cache_format", [](const Context& c) { return c.params().cache; })
+      .def("kv_stats", [](Context& c) {
+        const KVStats s = c.cache().stats();
+        nb::dict d;
+        d["format"] = c.params().cache;
+        d["arena_bytes"] = s.arena_bytes;
+        d["resident_bytes"] = s.resident_bytes;
+        d["raw_pages_used"] = s.raw_pages_used;
+        d["slots_used"] = s.slots_used;
+        d["pages_free"] = s.pages_free;
+        d["tokens"] = s.tokens;
+        d["bf16_bytes"] = s.bf16_bytes;
+        return d;
+      });
+
+  nb::class_<Session>(m, "Session", "One sequence of a Context: eval tokens, read logits, truncate.")
+      .def(nb::init<std::shared_ptr<Context>>(), nb::arg("context"))
+      .def("eval", [](Session& s, nb::handle tokens) {
+             std::vector<int32_t> t = to_tokens(tokens, "Session.eval");
+             nb::gil_scoped_release nogil;
+             s.eval(t.data(), (int32_t)t.size());
+           }, nb::arg("tokens"), "append tokens (prefill); afterwards logits() are the last token's")
+      .def("logits", [](const Session& s) { return copy_to_numpy(s.logits().data(), s.logits().size()); },
+           "the last evaluated token's logits as a float32 numpy array (a copy)")
+      .def_prop_ro("n_past", &Session::n_past)
+      .def_prop_ro("history", [](const Session& s) { return s.history(); })
+      .def("truncate", [](Session& s, int32_t n) { nb::gil_scoped_release nogil; s.truncate(n); }, nb::arg("n"))
+      .def("reset", [](Session& s) { nb::gil_scoped_release nogil; s.reset(); })
+      .def("cancel", &Session::cancel, "stop the running eval/generation at the next token (thread-safe)")
+      .def("clear_cancel", &Session::clear_cancel)
+      .def_prop_ro("cancelled", &Session::cancelled)
+      .def_prop_ro("context", [](const Session& s) { return s.context_ptr(); });
+
+  m.def("decode_batch", [](std::vector<Session*> sessions, nb::handle tokens) {
+          std::vector<int32_t> t = to_tokens(tokens, "decode_batch");
+          nb::gil_scoped_release nogil;
+          Session::decode_batch(sessions, t);
+        }, nb::arg("sessions"), nb::arg("tokens"), "one decode step: tokens[i] appended to sessions[i] (one Context)");
+
+  nb::class_<Sampler>(m, "Sampler", "llama.cpp's sampler chain: penalties, top_k, top_p, min_p, temperature, draw.")
+      .def("__init__", [](Sampler* self, int32_t n_vocab, float temperature, int32_t top_k, float top_p, float min_p,
+                          float repeat_penalty, int32_t repeat_last_n, float frequency_penalty, float presence_penalty,
+                          int64_t seed) {
+             SamplerParams p;
+             p.temperature = temperature;
+             p.top_k = top_k;
+             p.top_p = top_p;
+             p.min_p = min_p;
+             p.repeat_penalty = repeat_penalty;
+             p.repeat_last_n = repeat_last_n;
+             p.frequency_penalty = frequency_penalty;
+             p.presence_penalty = presence_penalty;
+             p.seed = seed < 0 ? kRandomSeed : (uint32_t)seed;
+             new (self) Sampler(p, n_vocab);
+           }, nb::arg("n_vocab"), nb::arg("temperature") = 0.8f, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f,
+           nb::arg("min_p") = 0.05f, nb::arg("repeat_penalty") = 1.0f, nb::arg("repeat_last_n") = 64,
+           nb::arg("frequency_penalty") = 0.f, nb::arg("presence_penalty") = 0.f, nb::arg("seed") = -1)
+      .def("sample", [](Sampler& s, nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits) {
+             if ((int64_t)logits.shape(0) != s.n_vocab())
+               throw nb::value_error(strfmt("Sampler.sample: logits of shape (%zu,), expected (%d,) float32",
+                                            logits.shape(0), s.n_vocab()).c_str());
+             return s.sample(logits.data());
+           }, nb::arg("logits"))
+      .def("accept", &Sampler::accept, nb::arg("token"))
+      .def("reset", &Sampler::reset)
+      .def_prop_ro("seed", &Sampler::seed);
+}
+
+}  // namespace gaacrt::py

@@ -1,0 +1,42 @@
+// kv_format.cpp — format names and the codec factory.
+#include "kv_format.h"
+
+#include "common/error.h"
+
+namespace gaacrt {
+namespace {
+
+class Bf16Codec final : public KVCodec {
+ public:
+  KVFormat format() const override { return KVFormat::BF16; }
+  const char* name() const override { return "bf16"; }
+  uint64_t slot_bytes(int32_t, bool) const override { return 0; }
+};
+
+struct Named { KVFormat f; const char* name; };
+constexpr Named kNames[] = {
+  {KVFormat::BF16, "bf16"}, {KVFormat::GAAC, "gaac"}, {KVFormat::E8, "e8"}, {KVFormat::Q8, "q8"},
+  {KVFormat::KIVI2, "kivi2"}, {KVFormat::FP8_E4M3_GAAC, "fp8_e4m3+gaac"}, {KVFormat::FP8_E5M2_GAAC, "fp8_e5m2+gaac"},
+};
+
+}  // namespace
+
+KVFormat parse_kv_format(const std::string& name) {
+  for (const Named& n : kNames)
+    if (name == n.name) return n.f;
+  throw Error("kv", "unknown_format", strfmt("unknown cache format '%s' (known: bf16, gaac, e8, q8, kivi2, "
+                                             "fp8_e4m3+gaac, fp8_e5m2+gaac)", name.c_str()));
+}
+
+const char* kv_format_name(KVFormat f) {
+  for (const Named& n : kNames)
+    if (n.f == f) return n.name;
+  return "?";
+}
+
+std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig&, Backend&) {
+  if (f == KVFormat::BF16) return std::make_unique<Bf16Codec>();
+  throw Error("kv", "unsupported_format", strfmt("cache format '%s' is not implemented yet", kv_format_name(f)));
+}
+
+}  // namespace gaacrt

@@ -1,0 +1,75 @@
+// kv_view.h — what the backend's KV ops see of the cache: plain structs of device pointers and
+// sizes, identical on CPU, CUDA and Metal (no std::, so kernels can take them by value).
+//
+// Storage (DESIGN.md "KV cache"): pages of 16 tokens per (layer, kv-head, K|V, 128-channel
+// half). A *tile* is one such 16-token × tile_dim piece. The block table has one 32-bit entry per
+// tile saying where it lives:
+//   KV_ENTRY_EMPTY          not allocated (never written, or released by a sliding window)
+//   index < KV_ENTRY_SLOT   a raw BF16 page: pages + index * page_bytes, laid out [16][tile_dim]
+//   KV_ENTRY_SLOT | index   a compressed slot of the cache format: slots + index * slot_bytes
+// A sequence's table for one layer is [n_head_kv][2 (K, V)][n_half][max_blocks].
+#pragma once
+#include "common/portable.h"
+
+namespace gaacrt {
+
+constexpr int32_t KV_BLOCK_TOKENS = 16;
+constexpr int32_t KV_TILE_MAX_DIM = 128;
+constexpr uint32_t KV_ENTRY_EMPTY = 0xFFFFFFFFu;
+constexpr uint32_t KV_ENTRY_SLOT = 0x80000000u;
+
+enum class KVFormat : int32_t { BF16 = 0, GAAC = 1, E8 = 2, Q8 = 3, KIVI2 = 4, FP8_E4M3_GAAC = 5, FP8_E5M2_GAAC = 6 };
+
+// One layer of the cache pool.
+struct KVLayerView {
+  KVFormat format;
+  int32_t layer;
+  int32_t n_head_kv;
+  int32_t head_dim_k, head_dim_v;
+  int32_t tile_dim;        // min(head_dim, 128)
+  int32_t n_half;          // head_dim / tile_dim (2 for a 256-dim head)
+  int32_t max_blocks;      // block-table row length
+  uint8_t* pages;          // raw BF16 pages
+  uint64_t page_bytes;     // KV_BLOCK_TOKENS * tile_dim * 2
+  uint8_t* slots;          // compressed slots (null for BF16)
+  uint64_t slot_bytes;
+  const void* codec;       // format-specific per-layer state (GAAC bases, E8 rotation, ...) or null
+};
+
+// Index of a tile's entry in one sequence's per-layer block table.
+GAACRT_HD int64_t kv_entry_index(const KVLayerView& kv, int32_t head, int32_t is_v, int32_t half, int32_t block) {
+  return (((int64_t)head * 2 + is_v) * kv.n_half + half) * kv.max_blocks + block;
+}
+
+// Where token t of a batch goes: its sequence's table and its position.
+struct KVTokenSlot {
+  const uint32_t* table;   // the sequence's table for this layer
+  int32_t pos;
+};
+
+// One tile to compress (kv_finalize): the raw page it fills now and the slot reserved for it.
+struct KVFinalizeJob {
+  uint32_t* entry;         // the block-table entry to update when the encoding fits
+  int32_t head, is_v, block;
+  uint32_t raw_page;       // source page
+  uint32_t slot;           // destination slot index
+  int32_t fits;            // out: 1 when the tile moved into the slot
+  int32_t escape_bytes;    // out: bytes of format-specific overflow data used (GAAC escapes)
+};
+
+struct AttentionArgs {
+  int32_t n_head;          // query heads (a multiple of n_head_kv)
+  float scale;             // applied to q·k
+  int32_t sliding_window;  // 0 = none; key at j is visible to a query at p iff p - j < window
+  float softcap;           // 0 = none
+};
+
+// One sequence's part of a batch: query rows [q_begin, q_begin + n_q) at positions
+// pos0 .. pos0 + n_q - 1; the cache holds its tokens 0 .. pos0 + n_q - 1 (this step's included).
+struct AttnSeq {
+  const uint32_t* table;
+  int32_t q_begin, n_q;
+  int32_t pos0;
+};
+
+}  // namespace gaacrt

@@ -1,0 +1,120 @@
+// forward.cpp — embed, then for each layer: attention block and feed-forward block, then the
+// LM head (spec/gguf.md §3.2–3.3). Architecture differences come from ModelConfig only.
+#include "forward.h"
+
+#include <cstring>
+
+#include "common/error.h"
+
+namespace gaacrt {
+
+Forward::Forward(const ModelConfig& c, const ModelWeights& w, Backend& be, int32_t max_tokens)
+    : cfg_(c), w_(w), be_(be), max_tok_(max_tokens) {
+  const size_t T = (size_t)max_tokens;
+  x_ = buf(T * c.n_embd);
+  xn_ = buf(T * c.n_embd);
+  q_ = buf(T * c.n_head * c.head_dim_k);
+  k_ = buf(T * c.n_head_kv * c.head_dim_k);
+  v_ = buf(T * c.n_head_kv * c.head_dim_v);
+  attn_ = buf(T * c.n_head * c.head_dim_v);
+  o_ = buf(T * c.n_embd);
+  gate_ = buf(T * c.n_ff);
+  up_ = buf(T * c.n_ff);
+  logits_ = buf(T * c.n_vocab);
+  ids_ = static_cast<int32_t*>(static_cast<void*>(buf(T)));
+  pos_ = static_cast<int32_t*>(static_cast<void*>(buf(T)));
+  void* p = be_.alloc(T * sizeof(KVTokenSlot) + T * sizeof(AttnSeq));
+  allocs_.push_back(p);
+  slots_ = static_cast<KVTokenSlot*>(p);
+  seqs_ = reinterpret_cast<AttnSeq*>(static_cast<uint8_t*>(p) + T * sizeof(KVTokenSlot));
+}
+
+Forward::~Forward() {
+  for (void* p : allocs_) be_.free(p);
+}
+
+float* Forward::buf(size_t n) {
+  void* p = be_.alloc(n * sizeof(float));
+  allocs_.push_back(p);
+  return static_cast<float*>(p);
+}
+
+void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
+  const ModelConfig& c = cfg_;
+  const int32_t n = b.size();
+  if (n <= 0) return;
+  if (n > max_tok_) throw Error("model", "invalid_argument", strfmt("batch of %d tokens > the %d this pass was sized for", n, max_tok_));
+  for (int32_t t = 0; t < n; ++t)
+    if (b.tokens[t] < 0 || b.tokens[t] >= c.n_vocab)
+      throw Error("model", "invalid_argument", strfmt("token id %d out of range [0, %d)", b.tokens[t], c.n_vocab));
+
+  // Sequences: contiguous runs of the batch.
+  std::vector<AttnSeq> seqs;
+  std::vector<int32_t> seq_ids;
+  for (int32_t t = 0; t < n; ++t) {
+    if (t == 0 || b.seq[t] != b.seq[t - 1]) {
+      seqs.push_back({nullptr, t, 0, b.pos[t]});
+      seq_ids.push_back(b.seq[t]);
+    } else if (b.pos[t] != b.pos[t - 1] + 1) {
+      throw Error("model", "invalid_argument", "a sequence's tokens must be contiguous and in position order");
+    }
+    seqs.back().n_q++;
+  }
+  be_.upload(ids_, b.tokens.data(), n * sizeof(int32_t));
+  be_.upload(pos_, b.pos.data(), n * sizeof(int32_t));
+
+  be_.get_rows(w_.token_embd, ids_, n, c.embed_scale, x_);
+
+  std::vector<KVTokenSlot> slots(n);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = w_.layers[il];
+    const KVLayerView kv = cache.layer_view(il);
+    for (int32_t t = 0; t < n; ++t) slots[t] = {cache.table(b.seq[t], il), b.pos[t]};
+    for (size_t s = 0; s < seqs.size(); ++s) seqs[s].table = cache.table(seq_ids[s], il);
+    be_.upload(slots_, slots.data(), n * sizeof(KVTokenSlot));
+    be_.upload(seqs_, seqs.data(), seqs.size() * sizeof(AttnSeq));
+
+    // ---- attention block ----
+    be_.rms_norm(x_, L.attn_norm, c.rms_eps, n, c.n_embd, xn_);
+    be_.matmul(L.wq, xn_, n, q_, L.bq);
+    be_.matmul(L.wk, xn_, n, k_, L.bk);
+    be_.matmul(L.wv, xn_, n, v_, L.bv);
+    if (c.qk_norm) {
+      be_.rms_norm(q_, L.q_norm, c.rms_eps, (int64_t)n * c.n_head, c.head_dim_k, q_);
+      be_.rms_norm(k_, L.k_norm, c.rms_eps, (int64_t)n * c.n_head_kv, c.head_dim_k, k_);
+    }
+    const RopeParams& rp = c.rope_for(il);
+    be_.rope(q_, n, c.n_head, c.head_dim_k, pos_, rp);
+    be_.rope(k_, n, c.n_head_kv, c.head_dim_k, pos_, rp);
+    be_.kv_store(kv, slots_, n, k_, v_);
+
+    AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
+    be_.attention(kv, args, seqs_, (int32_t)seqs.size(), q_, attn_);
+    be_.matmul(L.wo, attn_, n, o_, nullptr);
+    if (c.post_norms) be_.rms_norm(o_, L.post_attn_norm, c.rms_eps, n, c.n_embd, o_);
+    be_.add(x_, o_, (int64_t)n * c.n_embd);
+
+    // ---- feed-forward block ----
+    be_.rms_norm(x_, L.ffn_norm, c.rms_eps, n, c.n_embd, xn_);
+    be_.matmul(L.w_gate, xn_, n, gate_, nullptr);
+    be_.matmul(L.w_up, xn_, n, up_, nullptr);
+    be_.act_mul(gate_, up_, (int64_t)n * c.n_ff, c.act, gate_);
+    be_.matmul(L.w_down, gate_, n, o_, nullptr);
+    if (c.post_norms) be_.rms_norm(o_, L.post_ffw_norm, c.rms_eps, n, c.n_embd, o_);
+    be_.add(x_, o_, (int64_t)n * c.n_embd);
+  }
+
+  // ---- LM head on the rows that want logits ----
+  int32_t n_out = 0;
+  for (int32_t t = 0; t < n; ++t) {
+    if (!b.logits[t]) continue;
+    be_.rms_norm(x_ + (int64_t)t * c.n_embd, w_.output_norm, c.rms_eps, 1, c.n_embd, xn_ + (int64_t)n_out * c.n_embd);
+    ++n_out;
+  }
+  if (n_out == 0) return;
+  be_.matmul(w_.output, xn_, n_out, logits_, nullptr);
+  if (c.final_logit_softcap > 0.f) be_.softcap(logits_, (int64_t)n_out * c.n_vocab, c.final_logit_softcap);
+  be_.download(logits_out, logits_, (size_t)n_out * c.n_vocab * sizeof(float));
+}
+
+}  // namespace gaacrt

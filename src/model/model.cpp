@@ -1,0 +1,40 @@
+// model.cpp — open, configure and place a model.
+#include "model.h"
+
+#include "common/error.h"
+
+namespace gaacrt {
+
+namespace {
+std::unique_ptr<Backend> pick_backend(const ModelParams& p) {
+  if (p.backend == "auto") {
+    for (const char* name : {"cuda", "metal"})
+      if (device_unavailable_reason(name).empty()) return create_backend(name, p.device, p.n_threads);
+    return create_backend("cpu", 0, p.n_threads);
+  }
+  return create_backend(p.backend, p.device, p.n_threads);
+}
+}  // namespace
+
+Model::Model(const std::string& path, const ModelParams& p) : file_(path), cfg_(load_config(file_)) {
+  be_ = pick_backend(p);
+  w_ = std::make_unique<ModelWeights>(file_, cfg_, *be_);
+}
+
+Model::~Model() {
+  w_.reset();  // weights free their device memory through the backend, so go first
+}
+
+std::string Model::description() const {
+  uint64_t n_params = 0;
+  for (const GGUFTensorInfo& t : file_.tensors()) n_params += (uint64_t)t.n_elements();
+  const char* size_unit = n_params >= 1000000000ull ? "B" : "M";
+  const double size = n_params >= 1000000000ull ? n_params / 1e9 : n_params / 1e6;
+  // The most common 2-D weight type names the file, as llama.cpp's ftype does.
+  std::string ty = "?";
+  if (!w_->layers.empty()) ty = type_name(w_->layers[0].w_gate.type);
+  for (auto& c : ty) c = (char)toupper(c);
+  return strfmt("%s %.0f%s %s", cfg_.arch.c_str(), size, size_unit, ty.c_str());
+}
+
+}  // namespace gaacrt

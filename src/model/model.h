@@ -1,0 +1,39 @@
+// model.h — a loaded model: the file, its config, its weights on a backend.
+// Shared by threads read-only; sessions (runtime/session.h) hold all per-conversation state.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "config.h"
+#include "gguf/gguf_reader.h"
+#include "weights.h"
+
+namespace gaacrt {
+
+struct ModelParams {
+  std::string backend = "auto";  // "auto" (CUDA when usable, else CPU), "cpu", "cuda"
+  int device = 0;
+  int n_threads = 0;             // CPU threads; 0 = all cores
+};
+
+class Model {
+ public:
+  Model(const std::string& path, const ModelParams& p = {});
+  ~Model();
+
+  const GGUFFile& file() const { return file_; }
+  const ModelConfig& config() const { return cfg_; }
+  Backend& backend() const { return *be_; }
+  const ModelWeights& weights() const { return *w_; }
+  const std::string& path() const { return file_.path(); }
+  std::string description() const;  // "llama 135M Q4_1" in llama-bench's style
+
+ private:
+  GGUFFile file_;
+  ModelConfig cfg_;
+  std::unique_ptr<Backend> be_;
+  std::unique_ptr<ModelWeights> w_;
+};
+
+}  // namespace gaacrt

@@ -1,0 +1,48 @@
+// context.h — a KV cache plus the forward pass sized for it: what sessions share to decode
+// together. A lone session owns a context of one sequence; a batch shares one among several.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace gaacrt {
+
+struct ContextParams {
+  int32_t n_ctx = 4096;          // per sequence; 0 = the model's training context
+  int32_t n_seq_max = 1;
+  std::string cache = "bf16";    // KV format name (kv/kv_format.h)
+  uint64_t budget_bytes = 0;     // KV arena bytes; 0 = sized for n_seq_max x n_ctx
+  int32_t n_ubatch = 512;        // prefill chunk
+};
+
+class Context {
+ public:
+  Context(const Model& m, const ContextParams& p);
+
+  const Model& model() const { return model_; }
+  KVCache& cache() { return *cache_; }
+  const ContextParams& params() const { return params_; }
+  int32_t n_vocab() const { return model_.config().n_vocab; }
+
+  // Appends tokens to one sequence in chunks of n_ubatch; `last_logits` (n_vocab) gets the last
+  // token's logits. `abort` (may be null) is checked between chunks: when set, the tokens
+  // evaluated so far stay in the cache and the call throws Error("runtime", "aborted").
+  // Returns the number of tokens appended (== n unless aborted).
+  void prefill(int seq, const int32_t* tokens, int32_t n, float* last_logits, const std::atomic<bool>* abort);
+  // One batched decode step: token i is appended to sequence seqs[i]; logits (n, n_vocab).
+  void decode(const std::vector<int>& seqs, const std::vector<int32_t>& tokens, float* logits);
+
+ private:
+  const Model& model_;
+  ContextParams params_;
+  std::unique_ptr<KVCache> cache_;
+  std::unique_ptr<Forward> fwd_;
+  Batch batch_;
+};
+
+}  // namespace gaacrt

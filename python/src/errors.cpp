@@ -4,6 +4,8 @@
 // ValueError: the file's content is wrong); both carry `.kind` (e.g. "bad_magic") and `.area`.
 #include <nanobind/nanobind.h>
 
+#include <string_view>
+
 #include "bindings.h"
 #include "common/error.h"
 
@@ -16,7 +18,13 @@ PyObject* g_gaacrt_error = nullptr;
 PyObject* g_gguf_error = nullptr;
 
 void raise_with_kind(PyObject* type, const Error& e) {
-  PyObject* exc = PyObject_CallFunction(type, "s", e.what());
+  // Messages quote names from the file, which may hold any bytes: decode leniently so that a
+  // corrupt name can never turn the error into a UnicodeDecodeError.
+  const std::string_view what = e.what();
+  PyObject* msg = PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "backslashreplace");
+  if (!msg) return;
+  PyObject* exc = PyObject_CallOneArg(type, msg);
+  Py_DECREF(msg);
   if (!exc) return;
   PyObject* kind = PyUnicode_FromString(e.kind().c_str());
   PyObject* area = PyUnicode_FromString(e.area().c_str());

@@ -21,6 +21,15 @@ nb::object to_str(std::string_view s) {
   return nb::steal(o);
 }
 
+// The inverse, for names passed back in: str (surrogates included) or bytes -> the raw bytes.
+std::string from_str(nb::handle o) {
+  if (PyBytes_Check(o.ptr())) return std::string(PyBytes_AS_STRING(o.ptr()), PyBytes_GET_SIZE(o.ptr()));
+  if (!PyUnicode_Check(o.ptr())) throw nb::type_error("a tensor name must be str or bytes");
+  nb::object b = nb::steal(PyUnicode_AsEncodedString(o.ptr(), "utf-8", "surrogateescape"));
+  if (!b.is_valid()) throw nb::python_error();
+  return std::string(PyBytes_AS_STRING(b.ptr()), PyBytes_GET_SIZE(b.ptr()));
+}
+
 nb::object to_python(const GGUFValue& v) {
   switch (v.type) {
     case GGUFValueType::STRING: return to_str(v.str);
@@ -58,7 +67,7 @@ nb::object to_python(const GGUFValue& v) {
 
 void bind_gguf(nb::module_& m) {
   nb::class_<GGUFTensorInfo>(m, "TensorInfo", "One entry of a GGUF tensor table.")
-      .def_ro("name", &GGUFTensorInfo::name)
+      .def_prop_ro("name", [](const GGUFTensorInfo& t) { return to_str(t.name); })
       .def_prop_ro("type", [](const GGUFTensorInfo& t) { return std::string(type_name(t.type)); },
                    "ggml type name, e.g. 'q4_K'")
       .def_prop_ro("type_id", [](const GGUFTensorInfo& t) { return static_cast<uint32_t>(t.type); })
@@ -74,7 +83,7 @@ void bind_gguf(nb::module_& m) {
       .def("__repr__", [](const GGUFTensorInfo& t) {
         std::string s = "TensorInfo('" + t.name + "', " + type_name(t.type) + ", (";
         for (uint32_t d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
-        return s + "), offset=" + std::to_string(t.offset) + ", nbytes=" + std::to_string(t.nbytes) + ")";
+        return to_str(s + "), offset=" + std::to_string(t.offset) + ", nbytes=" + std::to_string(t.nbytes) + ")");
       });
 
   nb::class_<GGUFFile>(m, "GGUFFile",
@@ -103,13 +112,15 @@ void bind_gguf(nb::module_& m) {
             return nb::str(t.c_str());
           }, nb::arg("key"), "the GGUF value type of a key, e.g. 'uint32' or 'array[string]'")
       .def_prop_ro("tensors", [](const GGUFFile& f) { return f.tensors(); }, nb::rv_policy::copy)
-      .def("tensor_info", [](const GGUFFile& f, const std::string& name) {
+      .def("tensor_info", [](const GGUFFile& f, nb::handle name_obj) {
+            const std::string name = from_str(name_obj);
             const GGUFTensorInfo* t = f.find_tensor(name);
             if (!t) throw nb::key_error(("no tensor named '" + name + "'").c_str());
             return *t;
           }, nb::arg("name"))
-      .def("tensor_bytes", [](nb::handle self, const std::string& name) {
+      .def("tensor_bytes", [](nb::handle self, nb::handle name_obj) {
             const GGUFFile& f = nb::cast<const GGUFFile&>(self);
+            const std::string name = from_str(name_obj);
             const GGUFTensorInfo* t = f.find_tensor(name);
             if (!t) throw nb::key_error(("no tensor named '" + name + "'").c_str());
             size_t shape[1] = {static_cast<size_t>(t->nbytes)};

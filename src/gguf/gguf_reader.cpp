@@ -217,24 +217,41 @@ GGUFFile::GGUFFile(const std::string& path) : path_(path) {
   parse_part(0, &kv_);
   for (size_t k = 0; k < kv_.size(); ++k) kv_index_.emplace(kv_[k].first, k);
 
-  // A split model: the first part names how many parts there are; each later part must agree.
+  // A split model (llama.cpp's gguf-split): every part carries split.no (0-based) and
+  // split.count; the first part also holds the model's metadata and split.tensors.count.
   const int64_t count = get_int("split.count", 1);
   if (count > 1) {
+    const int64_t first_no = get_int("split.no", 0);
+    if (first_no != 0)
+      throw GGUFError("split_mismatch", strfmt("%s: this is part %lld of %lld of a split model (split.no = "
+                                               "%lld); open the first part, '<name>-00001-of-%05lld.gguf'",
+                                               path.c_str(), (long long)first_no + 1, (long long)count,
+                                               (long long)first_no, (long long)count));
     if (split.count != count || split.no != 1)
       throw GGUFError("split_mismatch", strfmt("%s: split.count = %lld, but the file is not named "
-                                               "'<name>-00001-of-%05lld.gguf'", path.c_str(),
-                                               (long long)count, (long long)count));
+                                               "'<name>-00001-of-%05lld.gguf', so its other parts cannot be found",
+                                               path.c_str(), (long long)count, (long long)count));
     for (int no = 2; no <= count; ++no) {
       const std::string part_path = strfmt("%s-%05d-of-%05d.gguf", split.prefix.c_str(), no, (int)count);
-      files_.push_back(std::make_unique<MappedFile>(part_path));
+      try {
+        files_.push_back(std::make_unique<MappedFile>(part_path));
+      } catch (const Error& e) {
+        throw GGUFError("split_mismatch", strfmt("%s: part %d of %lld of the split model cannot be opened: %s",
+                                                 path.c_str(), no, (long long)count, e.what()));
+      }
       std::vector<std::pair<std::string, GGUFValue>> part_kv;
       parse_part(static_cast<uint32_t>(files_.size() - 1), &part_kv);
-      int64_t part_no = -1;
-      for (auto& kv : part_kv)
+      int64_t part_no = -1, part_count = -1;
+      for (auto& kv : part_kv) {
         if (kv.first == "split.no") part_no = kv.second.as_int("split.no");
+        if (kv.first == "split.count") part_count = kv.second.as_int("split.count");
+      }
       if (part_no != no - 1)
         throw GGUFError("split_mismatch", strfmt("%s: split.no = %lld, expected %d", part_path.c_str(),
                                                  (long long)part_no, no - 1));
+      if (part_count != count)
+        throw GGUFError("split_mismatch", strfmt("%s: split.count = %lld, but the first part says %lld",
+                                                 part_path.c_str(), (long long)part_count, (long long)count));
     }
     const int64_t expect = get_int("split.tensors.count", static_cast<int64_t>(tensors_.size()));
     if (expect != static_cast<int64_t>(tensors_.size()))
@@ -363,16 +380,21 @@ void GGUFFile::check_tensor_data(uint32_t part, size_t first) {
     t.data = file.data() + begin;
     order.push_back(k);
   }
+  // Sorted by offset, a tensor overlaps an earlier one iff it starts before the furthest end
+  // seen so far (not just the previous tensor's end: an empty or short tensor in between would
+  // hide the overlap). Empty tensors occupy no bytes and overlap nothing.
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
-  for (size_t k = 1; k < order.size(); ++k) {
-    const GGUFTensorInfo& prev = tensors_[order[k - 1]];
-    const GGUFTensorInfo& cur = tensors_[order[k]];
-    if (prev.nbytes > 0 && cur.nbytes > 0 && cur.offset < prev.offset + prev.nbytes)
+  const GGUFTensorInfo* furthest = nullptr;  // the tensor whose data ends last so far
+  for (size_t k : order) {
+    const GGUFTensorInfo& cur = tensors_[k];
+    if (cur.nbytes == 0) continue;
+    if (furthest && cur.offset < furthest->offset + furthest->nbytes)
       throw GGUFError("tensor_overlap", strfmt("%s: tensor '%s' [%llu, %llu) overlaps tensor '%s' [%llu, %llu)",
                                                file.path().c_str(), cur.name.c_str(), (unsigned long long)cur.offset,
-                                               (unsigned long long)(cur.offset + cur.nbytes), prev.name.c_str(),
-                                               (unsigned long long)prev.offset,
-                                               (unsigned long long)(prev.offset + prev.nbytes)));
+                                               (unsigned long long)(cur.offset + cur.nbytes), furthest->name.c_str(),
+                                               (unsigned long long)furthest->offset,
+                                               (unsigned long long)(furthest->offset + furthest->nbytes)));
+    if (!furthest || cur.offset + cur.nbytes > furthest->offset + furthest->nbytes) furthest = &cur;
   }
 }
 

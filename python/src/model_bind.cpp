@@ -127,11 +127,25 @@ void bind_model(nb::module_& m) {
 
   nb::class_<Session>(m, "Session", "One sequence of a Context: eval tokens, read logits, truncate.")
       .def(nb::init<std::shared_ptr<Context>>(), nb::arg("context"))
-      .def("eval", [](Session& s, nb::handle tokens) {
+      .def("eval", [](Session& s, nb::handle tokens, bool all_logits) -> nb::object {
              std::vector<int32_t> t = to_tokens(tokens, "Session.eval");
-             nb::gil_scoped_release nogil;
-             s.eval(t.data(), (int32_t)t.size());
-           }, nb::arg("tokens"), "append tokens (prefill); afterwards logits() are the last token's")
+             if (!all_logits || t.empty()) {
+               nb::gil_scoped_release nogil;
+               s.eval(t.data(), (int32_t)t.size());
+               return nb::none();
+             }
+             const size_t V = s.logits().size();
+             float* buf = new float[t.size() * V];
+             nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+             {
+               nb::gil_scoped_release nogil;
+               s.eval(t.data(), (int32_t)t.size(), buf);
+             }
+             size_t shape[2] = {t.size(), V};
+             return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(buf, 2, shape, owner));
+           }, nb::arg("tokens"), nb::arg("all_logits") = false,
+           "append tokens (prefill); afterwards logits() are the last token's. With all_logits=True "
+           "returns every token's logits as a (n, n_vocab) float32 array.")
       .def("logits", [](const Session& s) { return copy_to_numpy(s.logits().data(), s.logits().size()); },
            "the last evaluated token's logits as a float32 numpy array (a copy)")
       .def_prop_ro("n_past", &Session::n_past)

@@ -26,7 +26,8 @@ Context::Context(const Model& m, const ContextParams& p) : model_(m), params_(p)
   fwd_ = std::make_unique<Forward>(m.config(), m.weights(), m.backend(), std::max(p.n_ubatch, p.n_seq_max));
 }
 
-void Context::prefill(int seq, const int32_t* tokens, int32_t n, float* last_logits, const std::atomic<bool>* abort) {
+void Context::prefill(int seq, const int32_t* tokens, int32_t n, float* logits, const std::atomic<bool>* abort,
+                      bool all_logits) {
   if (n <= 0) return;
   // The whole prompt must fit: checked before any chunk runs, so nothing is half-evaluated.
   if ((int64_t)cache_->length(seq) + n > cache_->n_ctx())
@@ -38,8 +39,8 @@ void Context::prefill(int seq, const int32_t* tokens, int32_t n, float* last_log
     const int32_t pos0 = cache_->length(seq);
     cache_->reserve(seq, m);
     batch_.clear();
-    for (int32_t i = 0; i < m; ++i) batch_.add(tokens[done + i], pos0 + i, seq, done + i == n - 1);
-    fwd_->run(batch_, *cache_, last_logits);
+    for (int32_t i = 0; i < m; ++i) batch_.add(tokens[done + i], pos0 + i, seq, all_logits || done + i == n - 1);
+    fwd_->run(batch_, *cache_, all_logits ? logits + (size_t)done * n_vocab() : logits);
     cache_->commit(seq, m);
     done += m;
   }

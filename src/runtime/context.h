@@ -29,11 +29,12 @@ class Context {
   const ContextParams& params() const { return params_; }
   int32_t n_vocab() const { return model_.config().n_vocab; }
 
-  // Appends tokens to one sequence in chunks of n_ubatch; `last_logits` (n_vocab) gets the last
-  // token's logits. `abort` (may be null) is checked between chunks: when set, the tokens
-  // evaluated so far stay in the cache and the call throws Error("runtime", "aborted").
-  // Returns the number of tokens appended (== n unless aborted).
-  void prefill(int seq, const int32_t* tokens, int32_t n, float* last_logits, const std::atomic<bool>* abort);
+  // Appends tokens to one sequence in chunks of n_ubatch. `logits` gets the last token's logits
+  // (n_vocab), or every token's (n, n_vocab) when all_logits. `abort` (may be null) is checked
+  // between chunks: when set, the tokens evaluated so far stay in the cache and the call throws
+  // Error("runtime", "aborted").
+  void prefill(int seq, const int32_t* tokens, int32_t n, float* logits, const std::atomic<bool>* abort,
+               bool all_logits = false);
   // One batched decode step: token i is appended to sequence seqs[i]; logits (n, n_vocab).
   void decode(const std::vector<int>& seqs, const std::vector<int32_t>& tokens, float* logits);
 

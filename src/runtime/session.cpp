@@ -15,11 +15,16 @@ Session::Session(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
 
 Session::~Session() { ctx_->cache().free_sequence(seq_); }
 
-void Session::eval(const int32_t* tokens, int32_t n) {
+void Session::eval(const int32_t* tokens, int32_t n, float* all_out) {
   if (n <= 0) return;
   const int32_t before = ctx_->cache().length(seq_);
   try {
-    ctx_->prefill(seq_, tokens, n, logits_.data(), &cancel_);
+    if (all_out) {
+      ctx_->prefill(seq_, tokens, n, all_out, &cancel_, true);
+      std::memcpy(logits_.data(), all_out + (size_t)(n - 1) * ctx_->n_vocab(), logits_.size() * sizeof(float));
+    } else {
+      ctx_->prefill(seq_, tokens, n, logits_.data(), &cancel_);
+    }
   } catch (const Error& e) {
     // Keep the history equal to what the cache holds (an aborted prefill keeps its prefix).
     const int32_t done = ctx_->cache().length(seq_) - before;

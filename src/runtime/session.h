@@ -18,7 +18,8 @@ class Session {
 
   // Appends tokens (prefill in chunks); afterwards logits() are those of the last token.
   // Throws context_full (nothing evaluated) or aborted (a prefix evaluated, history says which).
-  void eval(const int32_t* tokens, int32_t n);
+  // With all_logits, every token's logits (n, n_vocab) are written to all_out as well.
+  void eval(const int32_t* tokens, int32_t n, float* all_out = nullptr);
   const std::vector<float>& logits() const { return logits_; }
   int32_t n_past() const { return (int32_t)history_.size(); }
   const std::vector<int32_t>& history() const { return history_; }

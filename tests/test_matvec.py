@@ -156,16 +156,19 @@ def test_q8_0_activations_are_bit_identical_to_gguf_quantize():
     x[64:96] = np.arange(-16, 16) + 0.5  # with amax = 127, d = 1 and every x*id is a tie:
     x[64] = -127.0                       # roundf rounds half away from zero, np.round would not
     expect = quantize(x.reshape(1, -1), T.Q8_0).view(np.uint8).ravel()
-    np.testing.assert_array_equal(_core.quantize_act(x, "q4_0"), expect)
-    np.testing.assert_array_equal(_core.quantize_act(x, "iq4_nl"), expect)
+    for isa in ISAS:
+        np.testing.assert_array_equal(_core.quantize_act(x, "q4_0", isa=isa), expect, err_msg=isa)
+        np.testing.assert_array_equal(_core.quantize_act(x, "iq4_nl", isa=isa), expect, err_msg=isa)
 
 
 def test_q8_k_activations_match_the_reference_transcription():
     rng = np.random.default_rng(12)
     x = rng.standard_normal(256 * 3).astype(np.float32)
     x[256:512] = 0
-    x[600] = -9.0  # the signed max is negative: iscale > 0
-    np.testing.assert_array_equal(_core.quantize_act(x, "q4_K"), _q8k_numpy(x))
+    x[600] = -9.0  # the signed max is negative: iscale > 0 ...
+    x[700] = 9.0  # ... and a later +9.0 ties with it: the first one (-9.0) sets the sign
+    for isa in ISAS:
+        np.testing.assert_array_equal(_core.quantize_act(x, "q4_K", isa=isa), _q8k_numpy(x), err_msg=isa)
 
 
 def _ggml_base():
@@ -199,7 +202,8 @@ def test_activation_quantizers_are_bit_identical_to_ggml_reference(weight_type, 
     x[2 * qk:3 * qk] = np.round(x[2 * qk:3 * qk] * 4) / 4  # many ties
     expect = np.zeros(n // qk * act_bytes, np.uint8)
     fn(x.ctypes.data, expect.ctypes.data, n)
-    np.testing.assert_array_equal(_core.quantize_act(x, weight_type), expect)
+    for isa in ISAS:
+        np.testing.assert_array_equal(_core.quantize_act(x, weight_type, isa=isa), expect, err_msg=isa)
 
 
 # ---- real model rows ----------------------------------------------------------------------------

@@ -23,7 +23,8 @@ SYSROOT = "/usr/aarch64-linux-gnu"
 # The kernel sources the programs need, and nothing that pulls in the rest of the core.
 CORE_SOURCES = [
     "src/common/error.cpp", "src/quant/types.cpp",
-    "backends/cpu/cpu_features.cpp", "backends/cpu/dequantize.cpp", "backends/cpu/quantize_act.cpp",
+    "backends/cpu/cpu_features.cpp", "backends/cpu/dequantize.cpp",
+    "backends/cpu/quantize_act.cpp", "backends/cpu/quantize_act_neon.cpp",
     "backends/cpu/vec_dot.cpp", "backends/cpu/vec_dot_scalar.cpp", "backends/cpu/vec_dot_neon.cpp",
 ]
 TEST_SOURCES = ["tests/cpp/test_main.cpp", "tests/cpp/test_vec_dot.cpp"]
@@ -76,6 +77,7 @@ def test_neon_vec_dot_matches_scalar_under_qemu(arm_programs, build, isa_line):
     assert r.returncode == 0, f"aarch64 kernel tests failed:\n{r.stdout}\n{r.stderr}"
     assert isa_line in r.stdout, f"the NEON path was not the one tested:\n{r.stdout}"
     assert "[ ok ] simd_vec_dot_matches_scalar_for_every_type" in r.stdout
+    assert "[ ok ] simd_activation_quantizers_are_bit_identical_to_scalar" in r.stdout
     assert " 0 failed" in r.stdout
 
 

@@ -55,8 +55,9 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
   if (act_type(w.type) != GGMLType::F32) {
     scratch.resize(a_stride * static_cast<size_t>(n_tok));
     uint8_t* q = scratch.data();
+    const QuantizeRowFn quant = quantize_act_fn(w.type, isa);
     auto quantize = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) quantize_act_row(w.type, x + t * n, q + t * a_stride, n);
+      for (int64_t t = t0; t < t1; ++t) quant(x + t * n, q + t * a_stride, n);
     };
     if (n_tok < kParallelQuantizeMinTokens) quantize(0, n_tok);
     else pool.parallel_for(n_tok, quantize);

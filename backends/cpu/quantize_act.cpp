@@ -114,13 +114,34 @@ size_t act_row_bytes(GGMLType w, int64_t n) {
   }
 }
 
-void quantize_act_row(GGMLType w, const float* x, void* dst, int64_t n) {
-  switch (act_type(w)) {
-    case GGMLType::Q8_0: return quantize_row_q8_0(x, static_cast<block_q8_0*>(dst), n);
-    case GGMLType::Q8_1: return quantize_row_q8_1(x, static_cast<block_q8_1*>(dst), n);
-    case GGMLType::Q8_K: return quantize_row_q8_k(x, static_cast<block_q8_k*>(dst), n);
-    default: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); return;
+#if !(defined(__x86_64__) || defined(_M_X64) || defined(__i386__))
+QuantizeRowFn quantize_act_avx2(GGMLType) { return nullptr; }  // quantize_act_avx2.cpp: x86 only
+#endif
+#if !defined(__aarch64__)
+QuantizeRowFn quantize_act_neon(GGMLType) { return nullptr; }  // quantize_act_neon.cpp: aarch64 only
+#endif
+
+namespace {
+void q8_0_row(const float* x, void* y, int64_t n) { quantize_row_q8_0(x, static_cast<block_q8_0*>(y), n); }
+void q8_1_row(const float* x, void* y, int64_t n) { quantize_row_q8_1(x, static_cast<block_q8_1*>(y), n); }
+void q8_k_row(const float* x, void* y, int64_t n) { quantize_row_q8_k(x, static_cast<block_q8_k*>(y), n); }
+void f32_row(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
+}  // namespace
+
+QuantizeRowFn quantize_act_fn(GGMLType w, Isa isa) {
+  const GGMLType at = act_type(w);
+  if (at == GGMLType::F32) return &f32_row;
+  QuantizeRowFn fn = nullptr;
+  if (isa_available(isa)) {
+    if (isa == Isa::AVX2) fn = quantize_act_avx2(at);
+    if (isa == Isa::NEON) fn = quantize_act_neon(at);
   }
+  if (fn) return fn;
+  return at == GGMLType::Q8_0 ? &q8_0_row : at == GGMLType::Q8_1 ? &q8_1_row : &q8_k_row;
+}
+
+void quantize_act_row(GGMLType w, const float* x, void* dst, int64_t n, Isa isa) {
+  quantize_act_fn(w, isa)(x, dst, n);
 }
 
 }  // namespace gaacrt::cpu

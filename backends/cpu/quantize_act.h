@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu_features.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
 
@@ -30,7 +31,20 @@ GGMLType act_type(GGMLType weight_type);
 // Bytes of one activation row of n elements for weights of `weight_type`.
 size_t act_row_bytes(GGMLType weight_type, int64_t n);
 
-// x (n,) -> dst (act_row_bytes(weight_type, n) bytes). For float weights it copies the floats.
-void quantize_act_row(GGMLType weight_type, const float* x, void* dst, int64_t n);
+// One activation row: x (n,) -> dst (act_row_bytes bytes).
+using QuantizeRowFn = void (*)(const float* x, void* dst, int64_t n);
+
+// SIMD versions of the three quantizers, bit-identical to the scalar ones above for every finite
+// input (they find the same max, divide the same way, and round with the same rule); nullptr
+// where the ISA has none or is not compiled in. `act` is Q8_0, Q8_1 or Q8_K.
+QuantizeRowFn quantize_act_avx2(GGMLType act);  // only on x86 builds
+QuantizeRowFn quantize_act_neon(GGMLType act);  // only on aarch64 builds
+
+// The quantizer for weights of `weight_type` on `isa` (scalar where the ISA has none); for float
+// weights, a copy of the floats.
+QuantizeRowFn quantize_act_fn(GGMLType weight_type, Isa isa);
+
+// x (n,) -> dst (act_row_bytes(weight_type, n) bytes) with quantize_act_fn(weight_type, isa).
+void quantize_act_row(GGMLType weight_type, const float* x, void* dst, int64_t n, Isa isa = Isa::Scalar);
 
 }  // namespace gaacrt::cpu

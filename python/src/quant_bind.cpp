@@ -64,10 +64,10 @@ cpu::Isa parse_isa(const std::string& name) {
   for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::AVX2, cpu::Isa::NEON}) {
     if (name != cpu::isa_name(isa)) continue;
     if (!cpu::isa_available(isa))
-      throw nb::value_error(("matvec: isa '" + name + "' is not available on this CPU/build").c_str());
+      throw nb::value_error(("isa '" + name + "' is not available on this CPU/build").c_str());
     return isa;
   }
-  throw nb::value_error(("matvec: unknown isa '" + name + "' (expected 'auto', 'scalar', 'avx2' or 'neon')").c_str());
+  throw nb::value_error(("unknown isa '" + name + "' (expected 'auto', 'scalar', 'avx2' or 'neon')").c_str());
 }
 
 // Any dtype accepted at the boundary, so a wrong one is reported by name instead of being
@@ -129,8 +129,9 @@ nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, cons
   return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(out, 2, shape, owner));
 }
 
-nb::object quantize_act(AnyArray x, nb::handle weight_type) {
+nb::object quantize_act(AnyArray x, nb::handle weight_type, const std::string& isa_name) {
   const GGMLType ty = parse_type(weight_type);
+  const cpu::Isa isa = parse_isa(isa_name);
   if (x.dtype() != nb::dtype<float>() || x.ndim() != 1 || !is_c_contiguous(x))
     throw nb::type_error("quantize_act: x must be a C-contiguous float32 array of shape (n,)");
   const TypeTraits* tr = type_traits(ty);
@@ -141,7 +142,7 @@ nb::object quantize_act(AnyArray x, nb::handle weight_type) {
   const size_t bytes = cpu::act_row_bytes(ty, n);  // throws for a type without a kernel
   uint8_t* out = new uint8_t[bytes > 0 ? bytes : 1];
   nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
-  cpu::quantize_act_row(ty, static_cast<const float*>(x.data()), out, n);
+  cpu::quantize_act_row(ty, static_cast<const float*>(x.data()), out, n, isa);
   size_t shape[1] = {bytes};
   return nb::cast(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(out, 1, shape, owner));
 }
@@ -187,9 +188,9 @@ void bind_quant(nb::module_& m) {
         "Activations are quantized to 8 bits as llama.cpp does; isa: 'auto', 'scalar', 'avx2', 'neon'. "
         "Runs without the GIL on a cached thread pool of n_threads.");
 
-  m.def("quantize_act", &quantize_act, nb::arg("x"), nb::arg("weight_type"),
+  m.def("quantize_act", &quantize_act, nb::arg("x"), nb::arg("weight_type"), nb::arg("isa") = "auto",
         "the bytes matvec dots `weight_type` rows against: x float32 (n,) as Q8_0, Q8_1 or Q8_K blocks "
-        "(llama.cpp's reference quantizers), or the float32 bytes for float weight types");
+        "(llama.cpp's reference quantizers, bit for bit on every isa), or the float32 bytes for float weight types");
 }
 
 }  // namespace gaacrt::py

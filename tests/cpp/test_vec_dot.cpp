@@ -175,6 +175,28 @@ TEST_CASE(scalar_vec_dot_equals_exact_dot_of_dequantized_operands) {
   }
 }
 
+TEST_CASE(simd_activation_quantizers_are_bit_identical_to_scalar) {
+  const cpu::Isa isa = cpu::best_isa();
+  std::mt19937 rng(77);
+  for (GGMLType w : {GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q4_K}) {  // Q8_0, Q8_1, Q8_K
+    const int64_t n = 256 * 6;
+    std::vector<float> x = random_activations(n, rng);
+    for (int64_t j = 256; j < 512; ++j) x[j] = 0.0f;                      // all-zero blocks
+    for (int64_t j = 512; j < 768; ++j) x[j] = std::round(x[j] * 8) / 8;  // many exact ties
+    x[900] = -6.0f; x[950] = 6.0f;                                        // tied |max|, first wins
+    for (int64_t j = 1024; j < 1280; ++j) x[j] *= 1e-30f;                 // tiny scales
+    std::vector<uint8_t> a(cpu::act_row_bytes(w, n)), b(a.size());
+    cpu::quantize_act_row(w, x.data(), a.data(), n, cpu::Isa::Scalar);
+    cpu::quantize_act_row(w, x.data(), b.data(), n, isa);
+    if (isa != cpu::Isa::Scalar)
+      CHECK(cpu::quantize_act_fn(w, isa) != cpu::quantize_act_fn(w, cpu::Isa::Scalar),
+            strfmt("%s has no %s activation quantizer", gaacrt::type_name(w), cpu::isa_name(isa)));
+    for (size_t k = 0; k < a.size(); ++k)
+      CHECK(a[k] == b[k], strfmt("%s activations: byte %zu scalar %d, %s %d", gaacrt::type_name(w), k, a[k],
+                                 cpu::isa_name(isa), b[k]));
+  }
+}
+
 TEST_CASE(q8_k_maps_the_signed_extreme_to_minus_127_and_keeps_bsums) {
   std::mt19937 rng(5);
   std::vector<float> x = random_activations(512, rng);

@@ -10,5 +10,6 @@ void bind_gguf(nanobind::module_& m);
 void bind_quant(nanobind::module_& m);
 void bind_system(nanobind::module_& m);
 void bind_model(nanobind::module_& m);
+void bind_backend(nanobind::module_& m);
 
 }  // namespace gaacrt::py

@@ -8,4 +8,5 @@ NB_MODULE(_core, m) {
   gaacrt::py::bind_gguf(m);
   gaacrt::py::bind_quant(m);
   gaacrt::py::bind_model(m);
+  gaacrt::py::bind_backend(m);
 }

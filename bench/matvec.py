@@ -6,8 +6,8 @@ For each supported weight type, a matrix of 4096 columns and enough rows for ~--
 weights (well past this machine's L2 and L3, so every matvec streams from DRAM) is multiplied by
 one token with gaacrt._core.matvec (best ISA). Beside it, in the same run, a memcpy of the same
 number of bytes (numpy copyto, split over the same number of Python threads; numpy releases the
-GIL while copying). Both are timed the same way: one warm-up call, then the median of --reps
-calls. GB/s = weight bytes / seconds (for memcpy: bytes copied / seconds — a copy also writes
+GIL while copying). Both are timed the same way, alternating call by call: one warm-up call
+each, then the median of --reps calls. GB/s = weight bytes / seconds (for memcpy: bytes copied / seconds — a copy also writes
 them, so a read-only matvec can exceed it). Prints a markdown table and writes it to
 bench/results/matvec.md.
 """
@@ -45,29 +45,33 @@ def make_weights(name, n_rows, rng):
     return raw.reshape(n_rows, -1)
 
 
-def median_seconds(fn, reps):
-    fn()  # warm-up: page faults, thread wake-up, caches of the activations
-    times = []
+def paired_medians(fns, reps):
+    """Median seconds of each function; the calls alternate, so that a change in background
+    load (this is a shared 2-core machine) hits both sides of the ratio alike."""
+    for fn in fns:
+        fn()  # warm-up: page faults, thread wake-up, caches of the activations
+    times = [[] for _ in fns]
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
 
 
-def memcpy_seconds(src, dst, n_threads, pool, reps):
+def memcpy_fn(src, dst, n_threads, pool):
     s, d = src.reshape(-1), dst.reshape(-1)
     cuts = np.linspace(0, s.size, n_threads + 1).astype(np.int64)
     parts = [(d[a:b], s[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
     if n_threads == 1:
-        return median_seconds(lambda: np.copyto(d, s), reps)
-    return median_seconds(lambda: list(pool.map(lambda p: np.copyto(*p), parts)), reps)
+        return lambda: np.copyto(d, s)
+    return lambda: list(pool.map(lambda p: np.copyto(*p), parts))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=float, default=96.0, help="weight bytes per matrix, MiB")
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--types", nargs="+", default=TYPES)
     ap.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results" / "matvec.md"))
@@ -85,8 +89,8 @@ def main():
         x = rng.standard_normal(N_COLS, dtype=np.float32)
         dst = np.empty_like(raw)
         for nt in args.threads:
-            t_mv = median_seconds(lambda: _core.matvec(raw, name, x, n_threads=nt), args.reps)
-            t_cp = memcpy_seconds(raw, dst, nt, pool, args.reps)
+            t_mv, t_cp = paired_medians([lambda: _core.matvec(raw, name, x, n_threads=nt),
+                                         memcpy_fn(raw, dst, nt, pool)], args.reps)
             gbs, gbs_cp = raw.nbytes / t_mv / 1e9, raw.nbytes / t_cp / 1e9
             rows.append((name, nt, gbs, gbs_cp, gbs / gbs_cp, t_mv * 1e3))
             print(f"{name:7s} threads={nt}  {gbs:6.2f} GB/s  memcpy {gbs_cp:6.2f} GB/s  ratio {gbs / gbs_cp:4.2f}",

@@ -143,13 +143,26 @@ float dot_iq4_nl(int64_t n, const void* w, const void* a) {
 
 // ---- K-quants (256-element super-blocks) -----------------------------------------------------------
 
-// Σj mn_j * (Σ qa over sub-block j), from the 16 bsums (pairs added: one sub-block is 32).
-inline int q4k_min_term(const uint8_t mn[8], const int16_t* bsums) {
-  const __m128i sums = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));  // 8 sub-block sums
-  uint64_t m8;
-  std::memcpy(&m8, mn, 8);
-  const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
-  __m128i p = _mm_madd_epi16(mins, sums);
+// Q4_K/Q5_K scales and mins as one vector of 16 int16: sc0..7 in the low lane, mn0..7 in the
+// high lane (the word arithmetic of unpack_q4k_scales, kept in registers).
+inline __m256i q4k_scales_mins(const uint8_t* s) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+  const __m128i b = _mm_setr_epi32(static_cast<int>(u[0] & lo6),
+                                   static_cast<int>((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)),
+                                   static_cast<int>(u[1] & lo6),
+                                   static_cast<int>(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)));
+  return _mm256_cvtepu8_epi16(b);
+}
+
+// int16 element k of every 128-bit lane of v, in all eight int16 slots of that lane.
+inline __m256i splat16(__m256i v, int k) { return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k))); }
+
+// Σj mn_j * (Σ qa over sub-block j): the 16 bsums added in pairs (a sub-block is 32 values).
+inline int q4k_min_term(__m256i scales_mins, const int16_t* bsums) {
+  const __m128i sums = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
+  __m128i p = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), sums);
   p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
   p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
   return _mm_cvtsi128_si32(p);
@@ -162,9 +175,9 @@ float dot_q45_k(int64_t n, const void* vw, const void* va) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    uint8_t sc[8], mn[8];
-    unpack_q4k_scales(w[i].scales, sc, mn);
-    const int summ = q4k_min_term(mn, a[i].bsums);
+    const __m256i sm = q4k_scales_mins(w[i].scales);
+    const int summ = q4k_min_term(sm, a[i].bsums);
+    const __m256i sc = _mm256_permute2x128_si256(sm, sm, 0x00);  // sc0..7 in both lanes
     __m256i hb;
     if constexpr (kFifthBit) hb = load256(w[i].qh);
     __m256i acc = _mm256_setzero_si256();
@@ -178,8 +191,8 @@ float dot_q45_k(int64_t n, const void* vw, const void* va) {
       }
       const __m256i p0 = _mm256_maddubs_epi16(lo, load256(a[i].qs + 64 * c));
       const __m256i p1 = _mm256_maddubs_epi16(hi, load256(a[i].qs + 64 * c + 32));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, splat16(sc, 2 * c)));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, splat16(sc, 2 * c + 1)));
     }
     const float d = fp16(w[i].d) * a[i].d, dmin = fp16(w[i].dmin) * a[i].d;
     sum += d * static_cast<float>(hsum(acc)) - dmin * static_cast<float>(summ);
@@ -207,11 +220,15 @@ float dot_q6_k(int64_t n, const void* vw, const void* va) {
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hh, m2hi)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(hh2, m2hi)),
       };
-      const int8_t* s = w[i].scales + 8 * h;
-      for (int g = 0; g < 4; ++g) {  // 32 elements = 2 sub-blocks of 16: scale per 128-bit lane
+      // scales 8h..8h+7 (int16) in both lanes; group g wants 8h+2g in the low lane (its first
+      // 16 elements) and 8h+2g+1 in the high lane.
+      const __m256i s = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
+      for (int g = 0; g < 4; ++g) {
         const __m256i p = _mm256_maddubs_epi16(q[g], load256(a[i].qs + 128 * h + 32 * g));
-        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(s[2 * g + 1]), _mm_set1_epi16(s[2 * g]));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale));
+        const long long lo = 0x0100010001000100LL + 0x0404040404040404LL * g;  // bytes 4g, 4g+1
+        const long long hi = 0x0302030203020302LL + 0x0404040404040404LL * g;  // bytes 4g+2, 4g+3
+        const __m256i pick = _mm256_setr_epi64x(lo, lo, hi, hi);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(s, pick)));
       }
     }
     sum += (fp16(w[i].d) * a[i].d) * static_cast<float>(hsum(acc) - 32 * offset);

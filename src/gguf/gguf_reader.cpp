@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <regex>
 
 #include "../common/mmap_file.h"
 
@@ -139,16 +138,30 @@ GGUFValue read_value(Cursor& c, GGUFValueType t, const std::string& where, int d
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 // "dir/name-00001-of-00003.gguf" -> ("dir/name", 1, 3); count 0 when the name is not a split.
+// Parsed by hand: the suffix has a fixed shape, and std::regex recurses per character of the
+// "(.*)" prefix, which long paths could turn into a stack overflow.
 struct SplitName { std::string prefix; int no = 0, count = 0; };
 SplitName parse_split_name(const std::string& path) {
-  static const std::regex re("^(.*)-([0-9]{5})-of-([0-9]{5})\\.gguf$");
-  std::smatch m;
+  static constexpr char kShape[] = "-#####-of-#####.gguf";  // # = a decimal digit
+  constexpr size_t n = sizeof(kShape) - 1;
   SplitName s;
-  if (std::regex_match(path, m, re)) {
-    s.prefix = m[1];
-    s.no = std::stoi(m[2]);
-    s.count = std::stoi(m[3]);
+  if (path.size() < n) return s;
+  const size_t base = path.size() - n;
+  int no = 0, count = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const char c = path[base + k];
+    if (kShape[k] != '#') {
+      if (c != kShape[k]) return s;
+    } else if (c < '0' || c > '9') {
+      return s;
+    } else {
+      int& field = k < 7 ? no : count;
+      field = field * 10 + (c - '0');
+    }
   }
+  s.prefix = path.substr(0, base);
+  s.no = no;
+  s.count = count;
   return s;
 }
 

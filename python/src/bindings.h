@@ -9,6 +9,7 @@ void bind_errors(nanobind::module_& m);
 void bind_gguf(nanobind::module_& m);
 void bind_quant(nanobind::module_& m);
 void bind_system(nanobind::module_& m);
+void bind_tokenizer(nanobind::module_& m);
 void bind_model(nanobind::module_& m);
 void bind_backend(nanobind::module_& m);
 

@@ -7,6 +7,7 @@ NB_MODULE(_core, m) {
   gaacrt::py::bind_system(m);
   gaacrt::py::bind_gguf(m);
   gaacrt::py::bind_quant(m);
+  gaacrt::py::bind_tokenizer(m);
   gaacrt::py::bind_model(m);
   gaacrt::py::bind_backend(m);
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import struct
+import sys
 
 import gguf
 import numpy as np
@@ -108,7 +109,9 @@ def test_tensor_bytes_is_a_zero_copy_read_only_view(real):
 def test_tensor_bytes_keep_the_file_mapped_after_the_file_object_is_deleted(smollm2_path):
     f = gaacrt.GGUFFile(smollm2_path)
     name = f.tensors[-1].name
+    refs = sys.getrefcount(f)
     view = f.tensor_bytes(name)
+    assert sys.getrefcount(f) == refs + 1     # the view owns a reference to the file object
     expect = bytes(view[:4096])
     del f
     gc.collect()

@@ -16,12 +16,14 @@ from ._core import (
     cuda_devices,
     cuda_unavailable_reason,
 )
+from .tokenizer import Tokenizer
 
 __all__ = [
     "GGUFFile",
     "GGUFError",
     "GaacrtError",
     "TensorInfo",
+    "Tokenizer",
     "compiled_backends",
     "cpu_isas",
     "cuda_devices",

@@ -105,10 +105,11 @@ def test_every_isa_agrees_with_scalar(t):
             assert rel_l2(y, ys.astype(np.float64)) < 1e-5, f"{t.name} {isa}"
 
 
-@pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K, T.F16], ids=lambda t: t.name)
-def test_matvec_rows_and_threads_do_not_change_the_result(t):
-    # Each output is one vec_dot whatever the split: 1 or 2 threads, 1 or many tokens (the
-    # row-chunked prefill loop) give identical bits. 131 rows: chunks and thread ranges end unevenly.
+@pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.name)
+def test_matvec_rows_tokens_and_threads_do_not_change_the_result(t):
+    # Each output is one vec_dot whatever the split: 1 or 2 threads, 1 or many tokens (prefill's
+    # row chunks and 2-row x 4-token tiles, whose every pair runs the 1x1 kernel's exact operations)
+    # give identical bits. 131 rows, 9 tokens: chunks, tiles and thread ranges all end unevenly.
     rng = np.random.default_rng(7)
     n_cols = block_size(t) * 5 if block_size(t) > 1 else 160
     raw = make_weights(t, 131, n_cols, rng)

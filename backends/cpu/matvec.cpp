@@ -68,6 +68,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
   //    starts on its own cache line of y for every type).
   const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
   const int64_t chunk = matmul_row_chunk(w.row_stride);
+  const GemmTile tile = n_tok > 1 ? gemm_tile_fn(w.type, isa) : GemmTile{};
   pool.run([&](int ith, int nth) {
     const int64_t per = ((w.n_rows + nth - 1) / nth + 3) / 4 * 4;
     const int64_t r0 = std::min(w.n_rows, per * ith), r1 = std::min(w.n_rows, r0 + per);
@@ -77,7 +78,17 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
     }
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
       const int64_t c1 = std::min(r1, c0 + chunk);
-      for (int64_t t = 0; t < n_tok; ++t) {
+      int64_t t = 0;
+      if (tile.fn) {  // full tiles of tile.rows × tile.tokens, then the chunk's leftover rows 1×1
+        for (; t + tile.tokens <= n_tok; t += tile.tokens) {
+          int64_t r = c0;
+          for (; r + tile.rows <= c1; r += tile.rows)
+            tile.fn(n, wbase + r * w.row_stride, w.row_stride, act + t * a_stride, a_stride, y + t * w.n_rows + r, w.n_rows);
+          for (; r < c1; ++r)
+            for (int64_t k = t; k < t + tile.tokens; ++k) y[k * w.n_rows + r] = dot(n, wbase + r * w.row_stride, act + k * a_stride);
+        }
+      }
+      for (; t < n_tok; ++t) {  // tokens past the last full tile (all tokens without a tile kernel)
         const uint8_t* a = act + t * a_stride;
         float* yt = y + t * w.n_rows;
         for (int64_t r = c0; r < c1; ++r) yt[r] = dot(n, wbase + r * w.row_stride, a);

@@ -13,6 +13,7 @@
 // three give bit-identical results; for the 32-element types and the float types the SIMD paths
 // keep 4 or 8 float accumulators (and FMA), which changes float rounding order only (~1e-7).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "cpu_features.h"
@@ -32,5 +33,17 @@ VecDotFn vec_dot_neon(GGMLType w);  // only on aarch64 builds
 // The kernel to use: the ISA's own if it has one and this CPU runs it, else the scalar one.
 // Throws Error("quant", "unsupported_type") for a type without any kernel.
 VecDotFn vec_dot_fn(GGMLType w, Isa isa);
+
+// A prefill tile: out[t * out_stride + r] = vec_dot(n, w + r * w_stride, a + t * a_stride) for
+// r < rows, t < tokens, bit-identical to that ISA's vec_dot for every pair (each weight block is
+// decoded once for all the tile's tokens, each activation block loaded once for its rows).
+struct GemmTile {
+  int rows = 0, tokens = 0;
+  void (*fn)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride, float* out,
+             int64_t out_stride) = nullptr;
+};
+GemmTile gemm_tile_avx2(GGMLType w);  // only on x86 builds; fn == nullptr where there is none
+// The tile kernel for (weight type, ISA), or one with fn == nullptr (matmul then loops vec_dot).
+GemmTile gemm_tile_fn(GGMLType w, Isa isa);
 
 }  // namespace gaacrt::cpu

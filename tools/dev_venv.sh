@@ -8,6 +8,6 @@ name=${1:-dev}
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=/tmp/venv-$name
 [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv"
-"$venv/bin/pip" install -q --no-build-isolation -Cbuild-dir="build/$name" -Ceditable.rebuild=true \
+"$venv/bin/pip" install -q --no-build-isolation -Cbuild-dir="build/$name" -Ceditable.rebuild=true -Ceditable.verbose=false \
   -Ccmake.define.GAACRT_CUDA="${GAACRT_CUDA:-AUTO}" -e "$root"
 echo "gaacrt installed editable in $venv (build dir build/$name)"

@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include "common/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gaacrt {
 
@@ -17,8 +18,14 @@ std::unique_ptr<Backend> pick_backend(const ModelParams& p) {
 }  // namespace
 
 Model::Model(const std::string& path, const ModelParams& p) : file_(path), cfg_(load_config(file_)) {
+  if (p.progress && !p.progress(0.05f)) throw Error("model", "aborted", "loading cancelled by the progress callback");
   be_ = pick_backend(p);
-  w_ = std::make_unique<ModelWeights>(file_, cfg_, *be_);
+  w_ = std::make_unique<ModelWeights>(file_, cfg_, *be_, p.progress);
+}
+
+const tok::Tokenizer& Model::tokenizer() const {
+  std::call_once(tok_once_, [&] { tok_ = std::make_unique<tok::Tokenizer>(file_); });
+  return *tok_;
 }
 
 Model::~Model() {

@@ -88,7 +88,8 @@ class Loader {
 
 }  // namespace
 
-ModelWeights::ModelWeights(const GGUFFile& f, ModelConfig& c, Backend& be) : be_(be) {
+ModelWeights::ModelWeights(const GGUFFile& f, ModelConfig& c, Backend& be, const std::function<bool(float)>& progress)
+    : be_(be) {
   try {
     Loader ld(f, be, owned_, bytes);
     const GGUFTensorInfo* emb = ld.find("token_embd.weight", true);
@@ -128,6 +129,8 @@ ModelWeights::ModelWeights(const GGUFFile& f, ModelConfig& c, Backend& be) : be_
         L.post_attn_norm = ld.vector(p + "post_attention_norm.weight", c.n_embd);
         L.post_ffw_norm = ld.vector(p + "post_ffw_norm.weight", c.n_embd);
       }
+      if (progress && !progress(0.1f + 0.9f * (float)(il + 1) / (float)c.n_layer))
+        throw Error("model", "aborted", "loading cancelled by the progress callback");
     }
   } catch (...) {
     for (void* p : owned_) be_.free(p);

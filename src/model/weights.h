@@ -3,6 +3,7 @@
 // On a backend that shares host memory (CPU) the views point straight into the mapped GGUF; on a
 // GPU each tensor is uploaded once. Norm weights, biases and rope_freqs are converted to fp32.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,7 +31,8 @@ struct LayerWeights {
 class ModelWeights {
  public:
   // Validates every tensor's presence, type and shape; throws Error("model", ...) naming it.
-  ModelWeights(const GGUFFile& f, ModelConfig& cfg, Backend& be);
+  // `progress` (may be empty) is called after each layer; returning false cancels the load.
+  ModelWeights(const GGUFFile& f, ModelConfig& cfg, Backend& be, const std::function<bool(float)>& progress = {});
   ~ModelWeights();
   ModelWeights(const ModelWeights&) = delete;
   ModelWeights& operator=(const ModelWeights&) = delete;

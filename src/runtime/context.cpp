@@ -26,7 +26,7 @@ Context::Context(const Model& m, const ContextParams& p) : model_(m), params_(p)
   fwd_ = std::make_unique<Forward>(m.config(), m.weights(), m.backend(), std::max(p.n_ubatch, p.n_seq_max));
 }
 
-void Context::prefill(int seq, const int32_t* tokens, int32_t n, float* logits, const std::atomic<bool>* abort,
+void Context::prefill(int seq, const int32_t* tokens, int32_t n, float* logits, const std::function<bool()>& abort,
                       bool all_logits) {
   if (n <= 0) return;
   // The whole prompt must fit: checked before any chunk runs, so nothing is half-evaluated.
@@ -34,7 +34,7 @@ void Context::prefill(int seq, const int32_t* tokens, int32_t n, float* logits, 
     throw Error("runtime", "context_full", strfmt("prompt of %d tokens after %d cached ones would pass the context length %d",
                                                   n, cache_->length(seq), cache_->n_ctx()));
   for (int32_t done = 0; done < n;) {
-    if (abort && abort->load()) throw Error("runtime", "aborted", strfmt("evaluation cancelled after %d of %d tokens", done, n));
+    if (abort && abort()) throw Error("runtime", "aborted", strfmt("evaluation cancelled after %d of %d tokens", done, n));
     const int32_t m = std::min(params_.n_ubatch, n - done);
     const int32_t pos0 = cache_->length(seq);
     cache_->reserve(seq, m);

@@ -1,7 +1,7 @@
 // context.h — a KV cache plus the forward pass sized for it: what sessions share to decode
 // together. A lone session owns a context of one sequence; a batch shares one among several.
 #pragma once
-#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,10 +30,10 @@ class Context {
   int32_t n_vocab() const { return model_.config().n_vocab; }
 
   // Appends tokens to one sequence in chunks of n_ubatch. `logits` gets the last token's logits
-  // (n_vocab), or every token's (n, n_vocab) when all_logits. `abort` (may be null) is checked
-  // between chunks: when set, the tokens evaluated so far stay in the cache and the call throws
-  // Error("runtime", "aborted").
-  void prefill(int seq, const int32_t* tokens, int32_t n, float* logits, const std::atomic<bool>* abort,
+  // (n_vocab), or every token's (n, n_vocab) when all_logits. `abort` (may be empty) is polled
+  // between chunks: when it returns true, the tokens evaluated so far stay in the cache and the
+  // call throws Error("runtime", "aborted").
+  void prefill(int seq, const int32_t* tokens, int32_t n, float* logits, const std::function<bool()>& abort,
                bool all_logits = false);
   // One batched decode step: token i is appended to sequence seqs[i]; logits (n, n_vocab).
   void decode(const std::vector<int>& seqs, const std::vector<int32_t>& tokens, float* logits);

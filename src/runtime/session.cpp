@@ -20,10 +20,10 @@ void Session::eval(const int32_t* tokens, int32_t n, float* all_out) {
   const int32_t before = ctx_->cache().length(seq_);
   try {
     if (all_out) {
-      ctx_->prefill(seq_, tokens, n, all_out, &cancel_, true);
+      ctx_->prefill(seq_, tokens, n, all_out, [this] { return should_stop(); }, true);
       std::memcpy(logits_.data(), all_out + (size_t)(n - 1) * ctx_->n_vocab(), logits_.size() * sizeof(float));
     } else {
-      ctx_->prefill(seq_, tokens, n, logits_.data(), &cancel_);
+      ctx_->prefill(seq_, tokens, n, logits_.data(), [this] { return should_stop(); });
     }
   } catch (const Error& e) {
     // Keep the history equal to what the cache holds (an aborted prefill keeps its prefix).

@@ -2,6 +2,7 @@
 // Used by one thread at a time; cancel() may be called from any thread.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,7 +31,9 @@ class Session {
   void cancel() { cancel_.store(true); }
   void clear_cancel() { cancel_.store(false); }
   bool cancelled() const { return cancel_.load(); }
-  const std::atomic<bool>* cancel_flag() const { return &cancel_; }
+  // Polled with the cancel flag between prefill chunks and generated tokens (C API abort callback).
+  void set_abort_callback(std::function<bool()> fn) { abort_cb_ = std::move(fn); }
+  bool should_stop() const { return cancel_.load() || (abort_cb_ && abort_cb_()); }
 
   Context& context() { return *ctx_; }
   const std::shared_ptr<Context>& context_ptr() const { return ctx_; }
@@ -45,6 +48,7 @@ class Session {
   std::vector<int32_t> history_;
   std::vector<float> logits_;
   std::atomic<bool> cancel_{false};
+  std::function<bool()> abort_cb_;
 };
 
 }  // namespace gaacrt

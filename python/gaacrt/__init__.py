@@ -17,8 +17,14 @@ from ._core import (
     cuda_unavailable_reason,
 )
 from .tokenizer import Tokenizer
+from .model import Chunk, Completion, Model, SamplingParams, Session
 
 __all__ = [
+    "Model",
+    "Session",
+    "Chunk",
+    "Completion",
+    "SamplingParams",
     "GGUFFile",
     "GGUFError",
     "GaacrtError",

@@ -14,7 +14,9 @@
 // Malformed UTF-8 never throws or crashes and is handled as llama.cpp handles it: byte-level BPE
 // decodes each invalid byte to U+FFFD (so it is tokenized as the replacement character, and
 // decodes back as U+FFFD); SentencePiece keeps the raw bytes as byte-fallback tokens <0xXX> (so
-// decode gives the original bytes back). See utf8_to_cpts in unicode.h for the exact rule.
+// decode gives the original bytes back, except that a bad lead byte takes the bytes its length
+// announces into the same symbol: an escaped space among them decodes as U+2581, not ' ').
+// See utf8_to_cpts in unicode.h for the exact BPE rule.
 //
 // The buffer forms (`tokenize(text, out, capacity, ...)`, `detokenize(ids, n, buf, capacity, ...)`)
 // return the number written, or minus the size needed when the buffer is too small: the shape the

@@ -12,6 +12,7 @@ them, so a read-only matvec can exceed it). Prints a markdown table and writes i
 bench/results/matvec.md.
 """
 import argparse
+import os
 import concurrent.futures as cf
 import pathlib
 import platform
@@ -79,6 +80,7 @@ def main():
 
     rng = np.random.default_rng(0)
     isa = _core.cpu_isas()[-1]
+    load_before = os.getloadavg()[0]
     pool = cf.ThreadPoolExecutor(max(args.threads))
     rows = []
     for name in args.types:
@@ -106,7 +108,11 @@ def main():
         f"# matvec bandwidth ({cpu}, isa {isa}, {N_COLS} columns, ~{args.mib:g} MiB of weights per matrix, "
         f"median of {args.reps})",
         "",
-        "Command: `python bench/matvec.py" + (f" --mib {args.mib:g}" if args.mib != 96 else "") + "`",
+        "Command: `python bench/matvec.py" + (f" --mib {args.mib:g}" if args.mib != 96 else "")
+        + (f" --reps {args.reps}" if args.reps != 9 else "") + "`",
+        "",
+        f"1-minute load average before / after the run: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
+        f"on {os.cpu_count()} logical CPUs (other jobs running alongside skew the 2-thread rows most).",
         "",
         "| format | threads | GB/s | memcpy GB/s | ratio to memcpy | ms per matvec |",
         "|---|---|---|---|---|---|",

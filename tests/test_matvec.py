@@ -3,8 +3,8 @@
 The contract (shared/spec/gguf.md §2.7, §2.9): activations are quantized to 8 bits exactly as
 llama.cpp's reference quantizers do, integer dot products are summed per block, and the result is
 within 1e-2 relative L2 of exact math on the dequantized weights. Every SIMD path computes the
-same integers as the scalar reference, so ISAs agree to float-summation-order noise (K-quants:
-bit for bit, since each super-block is reduced to one int32 before its scale is applied).
+same integers as the scalar reference, so ISAs agree to float-summation-order noise, and a
+token's output does not depend on how many tokens share the call (bit for bit).
 """
 import ctypes
 import os
@@ -89,20 +89,17 @@ def test_matvec_is_within_1e_2_of_float64_reference_for_odd_block_counts(t, n_to
 
 @pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.name)
 def test_every_isa_agrees_with_scalar(t):
-    # Same integers per block; only the order of float additions differs (8 FMA lanes against a
-    # serial sum), which costs ~1e-7 relative. K-quants reduce each super-block to one int32 first
-    # and apply the same float expression, so they must match exactly.
+    # Every kernel sums the same integers per block; only the order of the float additions that
+    # follow differs (SIMD: block results in 8 or 4 FMA lanes, scalar: one serial sum), which
+    # costs ~1e-7 relative — far below the 1e-2 of quantizing the activations.
     rng = np.random.default_rng(int(t))
     n_cols = block_size(t) * (9 if block_size(t) > 1 else 301)
     raw = make_weights(t, 45, n_cols, rng)
     x = rng.standard_normal((3, n_cols)).astype(np.float32)
-    ys = _core.matvec(raw, t.name, x, isa="scalar")
+    ys = _core.matvec(raw, t.name, x, isa="scalar").astype(np.float64)
     for isa in SIMD_ISAS:
-        y = _core.matvec(raw, t.name, x, isa=isa)
-        if t in (T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS):
-            np.testing.assert_array_equal(y, ys, err_msg=f"{t.name} {isa}")
-        else:
-            assert rel_l2(y, ys.astype(np.float64)) < 1e-5, f"{t.name} {isa}"
+        err = rel_l2(_core.matvec(raw, t.name, x, isa=isa), ys)
+        assert err < 1e-5, f"{t.name} {isa}: {err:.3g} relative to scalar"
 
 
 @pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.name)

@@ -9,9 +9,13 @@
 //   vec_dot_scalar.cpp  plain C++, the reference the others are tested against;
 //   vec_dot_avx2.cpp    x86 AVX2/FMA/F16C (chosen at run time after cpuid);
 //   vec_dot_neon.cpp    aarch64 NEON (vdotq_s32 when built with dotprod, else vmull/vpadal).
-// For the K-quants each super-block is reduced to its integer sum before the float step, so all
-// three give bit-identical results; for the 32-element types and the float types the SIMD paths
-// keep 4 or 8 float accumulators (and FMA), which changes float rounding order only (~1e-7).
+// Every kernel computes the same integers per block (or K-quant super-block); the SIMD paths then
+// sum block results in float lanes (on AVX2 one 8-lane FMA accumulator per output, on NEON two
+// 4-lane ones for 32-element blocks and a per-super-block reduction for K-quants), which changes
+// only the float rounding order (~1e-7 relative).
+//
+// Prefill: an ISA may also offer a tile kernel (GemmTile, below) computing several rows × tokens
+// per call; it must give exactly its vec_dot's bits for every pair (AVX2's vec_dot is its 1×1 tile).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,8 +46,10 @@ struct GemmTile {
   void (*fn)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride, float* out,
              int64_t out_stride) = nullptr;
 };
-GemmTile gemm_tile_avx2(GGMLType w);  // only on x86 builds; fn == nullptr where there is none
+// decode = true: the tile for one token (rows × 1), else the prefill tile. Only on x86 builds;
+// fn == nullptr where there is none.
+GemmTile gemm_tile_avx2(GGMLType w, bool decode);
 // The tile kernel for (weight type, ISA), or one with fn == nullptr (matmul then loops vec_dot).
-GemmTile gemm_tile_fn(GGMLType w, Isa isa);
+GemmTile gemm_tile_fn(GGMLType w, Isa isa, bool decode);
 
 }  // namespace gaacrt::cpu

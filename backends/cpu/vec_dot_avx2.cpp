@@ -104,9 +104,11 @@ void tile32(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size
       out[t * out_stride + r] = P::kMin ? hsum(acc[r][t]) + extra[r][t] : hsum(acc[r][t]);
 }
 
+constexpr int kDecodeRows32 = 4;
+
 template <class P>
 Kernels kernels32() {
-  return {&dot_1x1<&tile32<P, 1, 1>>, &tile32<P, kTileRows, kTileTokens>};
+  return {&dot_1x1<&tile32<P, 1, 1>>, &tile32<P, kTileRows, kTileTokens>, &tile32<P, kDecodeRows32, 1>, kDecodeRows32};
 }
 
 // ---- float weights: fp32 activations, four 8-lane FMA chains -------------------------------------
@@ -153,10 +155,10 @@ Kernels kernels(GGMLType w) {
 
 VecDotFn vec_dot_avx2(GGMLType w) { return avx2::kernels(w).dot; }
 
-GemmTile gemm_tile_avx2(GGMLType w) {
+GemmTile gemm_tile_avx2(GGMLType w, bool decode) {
   const avx2::Kernels k = avx2::kernels(w);
-  if (!k.tile) return {};
-  return {avx2::kTileRows, avx2::kTileTokens, k.tile};
+  if (decode) return k.rows ? GemmTile{k.n_rows, 1, k.rows} : GemmTile{};
+  return k.tile ? GemmTile{avx2::kTileRows, avx2::kTileTokens, k.tile} : GemmTile{};
 }
 
 }  // namespace gaacrt::cpu

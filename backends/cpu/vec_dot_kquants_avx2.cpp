@@ -2,9 +2,12 @@
 // Q6_K, IQ4_XS) against Q8_K activations; shared/spec/gguf.md §2.4-2.6b, §2.9.
 //
 // Sub-block scales are applied on int16 pairs with _mm256_madd_epi16 (the scale splatted across
-// a lane by a byte shuffle from one register), mins and Q6_K's -32 via the activation's bsums, and
-// each (row, token) pair's whole super-block becomes one int32 before the float step, which is the
-// scalar expression verbatim — so these match vec_dot_scalar.cpp bit for bit.
+// a lane by a byte shuffle from one register), mins and Q6_K's -32 via the activation's bsums.
+// Each super-block leaves eight exact int32 lanes (the same integers as vec_dot_scalar.cpp, only
+// spread over lanes) that meet d_w*d_a in one FMA into float lanes, summed once at the end of the
+// row. (A first version reduced every super-block to one int32 and did the scalar float step, so
+// it matched scalar bit for bit, but those horizontal sums and the serial float chain cost ~30%
+// against llama.cpp's kernels; float-order differences are ~1e-7 relative.)
 #include "vec_dot_avx2.h"
 
 namespace gaacrt::cpu::avx2 {
@@ -36,10 +39,11 @@ inline __m256i q4k_scales_mins(const uint8_t* s) {
 template <bool kFifthBit, typename Block, int RM, int RN>
 void tile_q45_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, int64_t os) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  float sum[RM][RN] = {};
+  __m256 facc[RM][RN];
+  __m128 macc[RM][RN];
+  for (int r = 0; r < RM; ++r) for (int t = 0; t < RN; ++t) { facc[r][t] = _mm256_setzero_ps(); macc[r][t] = _mm_setzero_ps(); }
   for (int64_t i = 0; i < n / QK_K; ++i) {
     __m256i sc[RM], hb[RM];
-    int summ[RM][RN];  // Σj mn_j * (Σ qa over sub-block j)
     __m128i sub_sums[RN];
     for (int t = 0; t < RN; ++t) {
       const int16_t* bs = block<block_q8_k>(a, as, t, i).bsums;
@@ -49,7 +53,11 @@ void tile_q45_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t
       const Block& b = block<Block>(w, ws, r, i);
       const __m256i sm = q4k_scales_mins(b.scales);
       sc[r] = _mm256_permute2x128_si256(sm, sm, 0x00);  // sc0..7 in both lanes
-      for (int t = 0; t < RN; ++t) summ[r][t] = hsum(_mm_madd_epi16(_mm256_extracti128_si256(sm, 1), sub_sums[t]));
+      // the min term, Σj mn_j * (Σ qa over sub-block j), as 4 int32 lanes scaled by dmin*da
+      const __m128 dmin = _mm_set1_ps(fp16(b.dmin));
+      for (int t = 0; t < RN; ++t)
+        macc[r][t] = _mm_fmadd_ps(_mm_mul_ps(dmin, _mm_set1_ps(block<block_q8_k>(a, as, t, i).d)),
+                                  _mm_cvtepi32_ps(_mm_madd_epi16(_mm256_extracti128_si256(sm, 1), sub_sums[t])), macc[r][t]);
       if constexpr (kFifthBit) hb[r] = load256(b.qh);
     }
     __m256i acc[RM][RN];
@@ -77,16 +85,18 @@ void tile_q45_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t
       }
     }
     for (int r = 0; r < RM; ++r) {
-      const Block& b = block<Block>(w, ws, r, i);
-      for (int t = 0; t < RN; ++t) {
-        const float da = block<block_q8_k>(a, as, t, i).d;
-        const float d = fp16(b.d) * da, dmin = fp16(b.dmin) * da;
-        sum[r][t] += d * static_cast<float>(hsum(acc[r][t])) - dmin * static_cast<float>(summ[r][t]);
-      }
+      const __m256 dw = _mm256_set1_ps(fp16(block<Block>(w, ws, r, i).d));
+      for (int t = 0; t < RN; ++t)
+        facc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(block<block_q8_k>(a, as, t, i).d)), _mm256_cvtepi32_ps(acc[r][t]), facc[r][t]);
     }
   }
   for (int r = 0; r < RM; ++r)
-    for (int t = 0; t < RN; ++t) out[t * os + r] = sum[r][t];
+    for (int t = 0; t < RN; ++t) {
+      __m128 m = macc[r][t];
+      m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+      m = _mm_add_ss(m, _mm_movehdup_ps(m));
+      out[t * os + r] = hsum(facc[r][t]) - _mm_cvtss_f32(m);
+    }
 }
 
 // Q6_K: the 6-bit q (0..63) goes into maddubs unsigned; the -32 comes back as
@@ -94,16 +104,16 @@ void tile_q45_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t
 template <int RM, int RN>
 void tile_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, int64_t os) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), m2hi = _mm256_set1_epi8(0x30);
-  float sum[RM][RN] = {};
+  __m256 facc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int t = 0; t < RN; ++t) facc[r][t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / QK_K; ++i) {
     __m256i sc16[RM], acc[RM][RN];
-    int offset[RM][RN];
     for (int r = 0; r < RM; ++r) {
       sc16[r] = _mm256_cvtepi8_epi16(load128(block<block_q6_k>(w, ws, r, i).scales));
-      for (int t = 0; t < RN; ++t) {
-        offset[r][t] = hsum(_mm256_madd_epi16(sc16[r], load256(block<block_q8_k>(a, as, t, i).bsums)));
-        acc[r][t] = _mm256_setzero_si256();
-      }
+      for (int t = 0; t < RN; ++t)  // start from -32 * Σk sc_k * bsums_k, spread over 8 lanes
+        acc[r][t] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                       _mm256_madd_epi16(sc16[r], load256(block<block_q8_k>(a, as, t, i).bsums))), 5);
     }
     for (int h = 0; h < 2; ++h) {  // 128 elements: ql[64h..], qh[32h..], scales[8h..]
       __m256i q[RM][4], s[RM];
@@ -132,20 +142,23 @@ void tile_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t 
         }
       }
     }
-    for (int r = 0; r < RM; ++r)
-      for (int t = 0; t < RN; ++t) {
-        const float d = fp16(block<block_q6_k>(w, ws, r, i).d) * block<block_q8_k>(a, as, t, i).d;
-        sum[r][t] += d * static_cast<float>(hsum(acc[r][t]) - 32 * offset[r][t]);
-      }
+    for (int r = 0; r < RM; ++r) {
+      const __m256 dw = _mm256_set1_ps(fp16(block<block_q6_k>(w, ws, r, i).d));
+      for (int t = 0; t < RN; ++t)
+        facc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(block<block_q8_k>(a, as, t, i).d)),
+                                     _mm256_cvtepi32_ps(acc[r][t]), facc[r][t]);
+    }
   }
   for (int r = 0; r < RM; ++r)
-    for (int t = 0; t < RN; ++t) out[t * os + r] = sum[r][t];
+    for (int t = 0; t < RN; ++t) out[t * os + r] = hsum(facc[r][t]);
 }
 
 template <int RM, int RN>
 void tile_iq4_xs(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, int64_t os) {
   const __m256i table = _mm256_broadcastsi128_si256(load128(kIQ4NLTable));
-  float sum[RM][RN] = {};
+  __m256 facc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int t = 0; t < RN; ++t) facc[r][t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / QK_K; ++i) {
     int ls[RM][8];
     __m256i acc[RM][RN];
@@ -167,26 +180,32 @@ void tile_iq4_xs(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_
                                                                     scale[r]));
       }
     }
-    for (int r = 0; r < RM; ++r)
-      for (int t = 0; t < RN; ++t) {
-        const float d = fp16(block<block_iq4_xs>(w, ws, r, i).d) * block<block_q8_k>(a, as, t, i).d;
-        sum[r][t] += d * static_cast<float>(hsum(acc[r][t]));
-      }
+    for (int r = 0; r < RM; ++r) {
+      const __m256 dw = _mm256_set1_ps(fp16(block<block_iq4_xs>(w, ws, r, i).d));
+      for (int t = 0; t < RN; ++t)
+        facc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(block<block_q8_k>(a, as, t, i).d)),
+                                     _mm256_cvtepi32_ps(acc[r][t]), facc[r][t]);
+    }
   }
   for (int r = 0; r < RM; ++r)
-    for (int t = 0; t < RN; ++t) out[t * os + r] = sum[r][t];
+    for (int t = 0; t < RN; ++t) out[t * os + r] = hsum(facc[r][t]);
 }
+
+// No decode (rows × 1) tile here: a super-block already has enough independent work per row,
+// and two rows at once measured ~25% slower than one (register spills), so matmul loops vec_dot.
+template <TileFn T11, TileFn TILE>
+Kernels make() { return {&dot_1x1<T11>, TILE, nullptr, 0}; }
 
 }  // namespace
 
 Kernels kquant_kernels(GGMLType w) {
   switch (w) {
     case GGMLType::Q4_K:
-      return {&dot_1x1<&tile_q45_k<false, block_q4_k, 1, 1>>, &tile_q45_k<false, block_q4_k, kTileRows, kTileTokens>};
+      return make<&tile_q45_k<false, block_q4_k, 1, 1>, &tile_q45_k<false, block_q4_k, kTileRows, kTileTokens>>();
     case GGMLType::Q5_K:
-      return {&dot_1x1<&tile_q45_k<true, block_q5_k, 1, 1>>, &tile_q45_k<true, block_q5_k, kTileRows, kTileTokens>};
-    case GGMLType::Q6_K: return {&dot_1x1<&tile_q6_k<1, 1>>, &tile_q6_k<kTileRows, kTileTokens>};
-    case GGMLType::IQ4_XS: return {&dot_1x1<&tile_iq4_xs<1, 1>>, &tile_iq4_xs<kTileRows, kTileTokens>};
+      return make<&tile_q45_k<true, block_q5_k, 1, 1>, &tile_q45_k<true, block_q5_k, kTileRows, kTileTokens>>();
+    case GGMLType::Q6_K: return make<&tile_q6_k<1, 1>, &tile_q6_k<kTileRows, kTileTokens>>();
+    case GGMLType::IQ4_XS: return make<&tile_iq4_xs<1, 1>, &tile_iq4_xs<kTileRows, kTileTokens>>();
     default: return {};
   }
 }

@@ -10,4 +10,5 @@ NB_MODULE(_core, m) {
   gaacrt::py::bind_tokenizer(m);
   gaacrt::py::bind_model(m);
   gaacrt::py::bind_backend(m);
+  gaacrt::py::bind_gaac(m);
 }

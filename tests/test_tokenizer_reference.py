@@ -196,3 +196,19 @@ def test_smollm2_token_ids_equal_hf_tokenizers_on_corpus(parse_special, model_pa
     # and both decode the ids to the same text
     ids = [tok.tokenize(t, False, False) for t in texts]
     assert [tok.detokenize(i) for i in ids] == [hf.decode(i) for i in ids]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_long_text_token_ids_equal_llama_cpp(model, model_paths):
+    """64 KB of license text in one call: long fragments, many special whitespace tokens (Gemma's
+    newline and space-run tokens are user-defined), SentencePiece segments cut where no token
+    can span."""
+    llama_cpp_or_skip()
+    from pathlib import Path
+    licenses = sorted(p for p in Path("/usr/share/common-licenses").iterdir() if p.is_file() and not p.is_symlink())
+    text = b"\n\n".join(p.read_bytes() for p in licenses)[:65536] if licenses else b""
+    if len(text) < 65536:
+        text = (" ".join(load_corpus()["texts"]).encode() * 20)[:65536]
+    text = text.decode("utf-8", errors="ignore").encode()
+    bad = mismatches(model_paths[model], [text], [(True, False), (False, True)])
+    assert not bad, "long text differs"

@@ -177,3 +177,10 @@ def test_bad_arguments_are_clear_errors(toks):
         smol.tokenize(123)
     with pytest.raises(UnicodeEncodeError):
         smol.tokenize("lone surrogate \ud800")
+
+
+def test_sentencepiece_merges_across_a_space_when_a_token_spans_it(toks):
+    """SentencePiece runs independent merges between points no token can span; Gemma's one token
+    with an inner space ('>▁</') must still be found."""
+    gemma = toks["gemma3"]
+    assert [gemma.token_text(i) for i in gemma.tokenize("x> </y", add_special=False)] == ["x", ">\u2581</", "y"]

@@ -94,10 +94,10 @@ class WordEncoder {
     const Symbol& r = sym_[right];
     Candidate c{0, left, right, l.len + r.len, kNoToken};
     if (l.id != kNoToken && r.id != kNoToken) {
-      auto it = v_.merges.find((static_cast<uint64_t>(l.id) << 32) | static_cast<uint32_t>(r.id));
-      if (it == v_.merges.end()) return;
-      c.rank = it->second.rank;
-      c.result = it->second.result;
+      const MergeRule* rule = v_.merges.find((static_cast<uint64_t>(l.id) << 32) | static_cast<uint32_t>(r.id));
+      if (!rule) return;
+      c.rank = rule->rank;
+      c.result = rule->result;
     } else {
       if (v_.merges_by_text.empty()) return;
       const std::string lt = mapped(word.substr(l.start, l.len));

@@ -173,19 +173,17 @@ struct VocabLoader {
         }
       }
     }
-    v.ids_.reserve(n * 2);
-    for (size_t i = 0; i < n; ++i) {
-      auto [it, fresh] = v.ids_.emplace(v.text[i], static_cast<int32_t>(i));
-      if (!fresh)
-        fail("duplicate_token", strfmt("token text '%s' appears twice, as ids %d and %zu", v.text[i].c_str(),
-                                       it->second, i));
+    if (const int32_t first = v.index_.build(v.text); first >= 0) {
+      const int32_t again = v.index_.duplicate();
+      fail("duplicate_token", strfmt("token text '%s' appears twice, as ids %d and %d", v.text[again].c_str(),
+                                     first, again));
     }
   }
 
   void merges() {
     if (v.type != VocabType::BPE) return;
     const GGUFValue& m = array_key("tokenizer.ggml.merges", true);
-    v.merges.reserve(m.strings.size() * 2);
+    v.merges.reserve(m.strings.size());
     for (size_t i = 0; i < m.strings.size(); ++i) {
       // "left right", split at the first space after index 0: a left side may start with a
       // space-like character, never contain one.
@@ -218,6 +216,14 @@ struct VocabLoader {
       }
     }
     v.linefeed = v.byte_token['\n'] != kNoToken ? v.byte_token['\n'] : v.pad;
+    if (v.type == VocabType::SPM) {
+      v.byte_pairs.assign(1024, 0);
+      for (const std::string& t : v.text)
+        for (size_t k = 1; k < t.size(); ++k) {
+          const uint32_t pair = (static_cast<uint32_t>(static_cast<uint8_t>(t[k - 1])) << 8) | static_cast<uint8_t>(t[k]);
+          v.byte_pairs[pair >> 6] |= 1ull << (pair & 63);
+        }
+    }
   }
 
   void special_ids() {

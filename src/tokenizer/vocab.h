@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_maps.h"
 #include "pretokenize.h"
 
 namespace gaacrt {
@@ -77,21 +78,26 @@ struct Vocab {
 
   // BPE: merges keyed by (left id << 32 | right id); merges naming a non-token side are kept
   // by text ("<len>:" left right) so that nothing in the file is lost.
-  std::unordered_map<uint64_t, MergeRule> merges;
+  U64Map<MergeRule> merges;
   std::unordered_map<std::string, int32_t> merges_by_text;
   int32_t byte_token[256];  // BPE: token of the byte's mapped character; SPM: byte fallback token
+  // SPM: bit (a << 8 | b) is set when bytes a, b occur consecutively in some token's text. Where
+  // the last byte of one symbol and the first of the next form no such pair, no token can span
+  // the two, so the merges on either side are independent and the text can be cut there.
+  std::vector<uint64_t> byte_pairs;  // (65536 bits)
+  bool may_join(uint8_t a, uint8_t b) const {
+    const uint32_t k = (static_cast<uint32_t>(a) << 8) | b;
+    return (byte_pairs[k >> 6] >> (k & 63)) & 1;
+  }
 
   // Loads and validates; the result is immutable and shared by tokenizers and decoders.
   static std::shared_ptr<const Vocab> load(const GGUFFile& f);
   Vocab() = default;
-  Vocab(const Vocab&) = delete;  // ids_ holds views into `text`
+  Vocab(const Vocab&) = delete;  // shared immutably; never copied
   Vocab& operator=(const Vocab&) = delete;
 
   size_t n_tokens() const { return text.size(); }
-  int32_t find(std::string_view s) const {
-    auto it = ids_.find(s);
-    return it == ids_.end() ? kNoToken : it->second;
-  }
+  int32_t find(std::string_view s) const { return index_.find(s); }
   bool is_eog(int32_t id) const;
   // Text of a token, or throws Error("tokenizer", "bad_token") naming the id and vocab size.
   const std::string& token_text(int32_t id) const;
@@ -101,7 +107,7 @@ struct Vocab {
   int32_t merge_rank_by_text(std::string_view left, std::string_view right) const;
 
  private:
-  std::unordered_map<std::string_view, int32_t> ids_;  // views into `text`
+  TokenIndex index_;  // text -> id
   friend struct VocabLoader;
 };
 

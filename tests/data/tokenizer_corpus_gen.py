@@ -178,6 +178,8 @@ SPECIAL_TEXT = [
     "<repo_name>x<file_sep>y<filename>z", "<jupyter_code>print(1)<jupyter_output>1",
     "<h1>Title</h1><p>para</p><b>bold</b><i>it</i>", "<table>\n<tr>\n<td>x</td>\n</tr>\n</table>",
     "  <start_of_turn>  spaced  <end_of_turn>  ", "\n<|im_end|>\n", "<0x0A>", "<0xFF>",
+    # Gemma has one token with a space inside, '>▁</': SentencePiece must not cut the text there.
+    "x> </y", "<a href=\"#\"> </a> <p> </p>", "a >  </ b",
 ]
 
 CONTRACTIONS = [

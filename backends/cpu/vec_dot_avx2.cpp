@@ -113,8 +113,8 @@ constexpr int decode_rows() { return std::is_same_v<P, Q5_0> || std::is_same_v<P
 
 template <class P>
 Kernels kernels32() {
-  return {&dot_1x1<&tile32<P, 1, 1>>, &tile32<P, kTileRows, kTileTokens>, &tile32<P, decode_rows<P>(), 1>,
-          decode_rows<P>()};
+  return {&dot_1x1<&tile32<P, 1, 1>>, &tile32<P, kTileRows, kTileTokens>, kTileRows, kTileTokens,
+          &tile32<P, decode_rows<P>(), 1>, decode_rows<P>()};
 }
 
 // ---- float weights: fp32 activations, four 8-lane FMA chains -------------------------------------
@@ -143,9 +143,9 @@ float dot_float(int64_t n, const void* w, const void* va) {
 
 Kernels kernels(GGMLType w) {
   switch (w) {
-    case GGMLType::F32: return {&dot_float<load8_f32, load1_f32>, nullptr};
-    case GGMLType::F16: return {&dot_float<load8_f16, load1_f16>, nullptr};
-    case GGMLType::BF16: return {&dot_float<load8_bf16, load1_bf16>, nullptr};
+    case GGMLType::F32: return {&dot_float<load8_f32, load1_f32>};
+    case GGMLType::F16: return {&dot_float<load8_f16, load1_f16>};
+    case GGMLType::BF16: return {&dot_float<load8_bf16, load1_bf16>};
     case GGMLType::Q4_0: return kernels32<Q4_0>();
     case GGMLType::Q4_1: return kernels32<Q4_1>();
     case GGMLType::Q5_0: return kernels32<Q5_0>();
@@ -164,7 +164,7 @@ VecDotFn vec_dot_avx2(GGMLType w) { return avx2::kernels(w).dot; }
 GemmTile gemm_tile_avx2(GGMLType w, bool decode) {
   const avx2::Kernels k = avx2::kernels(w);
   if (decode) return k.rows ? GemmTile{k.n_rows, 1, k.rows} : GemmTile{};
-  return k.tile ? GemmTile{avx2::kTileRows, avx2::kTileTokens, k.tile} : GemmTile{};
+  return k.tile ? GemmTile{k.tile_rows, k.tile_tokens, k.tile} : GemmTile{};
 }
 
 }  // namespace gaacrt::cpu

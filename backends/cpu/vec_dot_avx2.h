@@ -17,7 +17,7 @@
 
 namespace gaacrt::cpu::avx2 {
 
-// The tile shape matmul uses for quantized weights on AVX2 (remainders run 1×1).
+// The prefill tile shape of the 32-element types (remainders run 1×1).
 constexpr int kTileRows = 2, kTileTokens = 4;
 
 inline float fp16(uint16_t h) { return _cvtsh_ss(h); }  // exact, like fp16_to_f32 (NaNs aside)
@@ -58,9 +58,10 @@ using TileFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, const uint
 // rows, and give the out-of-order core independent accumulator chains.
 struct Kernels {
   VecDotFn dot = nullptr;
-  TileFn tile = nullptr;
-  TileFn rows = nullptr;
-  int n_rows = 0;  // rows of the decode tile
+  TileFn tile = nullptr;  // prefill: tile_rows × tile_tokens
+  int tile_rows = 0, tile_tokens = 0;
+  TileFn rows = nullptr;  // decode: n_rows × 1
+  int n_rows = 0;
 };
 Kernels kquant_kernels(GGMLType w);  // vec_dot_kquants_avx2.cpp: Q4_K, Q5_K, Q6_K, IQ4_XS
 

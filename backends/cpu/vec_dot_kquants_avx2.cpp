@@ -193,19 +193,23 @@ void tile_iq4_xs(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_
 
 // No decode (rows × 1) tile here: a super-block already has enough independent work per row,
 // and two rows at once measured ~25% slower than one (register spills), so matmul loops vec_dot.
+// Prefill tile: 1 row × 4 tokens. A K-quant row-block holds more live registers (scales, both
+// nibble halves, float and min accumulators) than a 32-element one; 2 × 4 spilled.
+constexpr int kTileRowsK = 1, kTileTokensK = 4;
+
 template <TileFn T11, TileFn TILE>
-Kernels make() { return {&dot_1x1<T11>, TILE, nullptr, 0}; }
+Kernels make() { return {&dot_1x1<T11>, TILE, kTileRowsK, kTileTokensK, nullptr, 0}; }
 
 }  // namespace
 
 Kernels kquant_kernels(GGMLType w) {
   switch (w) {
     case GGMLType::Q4_K:
-      return make<&tile_q45_k<false, block_q4_k, 1, 1>, &tile_q45_k<false, block_q4_k, kTileRows, kTileTokens>>();
+      return make<&tile_q45_k<false, block_q4_k, 1, 1>, &tile_q45_k<false, block_q4_k, kTileRowsK, kTileTokensK>>();
     case GGMLType::Q5_K:
-      return make<&tile_q45_k<true, block_q5_k, 1, 1>, &tile_q45_k<true, block_q5_k, kTileRows, kTileTokens>>();
-    case GGMLType::Q6_K: return make<&tile_q6_k<1, 1>, &tile_q6_k<kTileRows, kTileTokens>>();
-    case GGMLType::IQ4_XS: return make<&tile_iq4_xs<1, 1>, &tile_iq4_xs<kTileRows, kTileTokens>>();
+      return make<&tile_q45_k<true, block_q5_k, 1, 1>, &tile_q45_k<true, block_q5_k, kTileRowsK, kTileTokensK>>();
+    case GGMLType::Q6_K: return make<&tile_q6_k<1, 1>, &tile_q6_k<kTileRowsK, kTileTokensK>>();
+    case GGMLType::IQ4_XS: return make<&tile_iq4_xs<1, 1>, &tile_iq4_xs<kTileRowsK, kTileTokensK>>();
     default: return {};
   }
 }

@@ -99,9 +99,12 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
     const int32_t last = s.pos0 + s.n_q - 1;
     const int32_t lo = a.sliding_window > 0 ? std::max(0, s.pos0 - a.sliding_window + 1) : 0;
     const int32_t bl = lo / KV_BLOCK_TOKENS, bh = last / KV_BLOCK_TOKENS + 1;
+    // Chunks are aligned to absolute multiples of kChunkBlocks, so a query's partial sums do not
+    // depend on which other queries share the batch (prefill == token by token, bit for bit).
     for (int32_t h = 0; h < kv.n_head_kv; ++h) {
       int32_t c = 0;
-      for (int32_t b = bl; b < bh; b += kChunkBlocks, ++c) items.push_back({si, h, b, std::min(bh, b + kChunkBlocks), c});
+      for (int32_t b = bl / kChunkBlocks * kChunkBlocks; b < bh; b += kChunkBlocks, ++c)
+        items.push_back({si, h, std::max(b, bl), std::min(bh, b + kChunkBlocks), c});
     }
   }
   first_item[n_seqs] = (int32_t)items.size();

@@ -186,7 +186,7 @@ void bind_model(nb::module_& m) {
                throw nb::value_error(strfmt("Sampler.sample: logits of shape (%zu,), expected (%d,) float32",
                                             logits.shape(0), s.n_vocab()).c_str());
              return s.sample(logits.data());
-           }, nb::arg("logits"))
+           }, nb::arg("logits").noconvert(), "a token from (n_vocab,) float32 logits (no dtype conversion)")
       .def("accept", &Sampler::accept, nb::arg("token"))
       .def("reset", &Sampler::reset)
       .def_prop_ro("seed", &Sampler::seed);

@@ -6,8 +6,9 @@
 // chunks that fit in L1/L2 and runs every token over a chunk before moving on (row chunk outer,
 // tokens inner), so the weights cross the memory bus once per matmul and the quantized
 // activations (n_tok rows of ~1.07 bytes per element) stay in L2/L3. Within a chunk, where the
-// ISA has a tile kernel (AVX2: 2 rows × 4 tokens), each weight block is decoded once per 4 tokens
-// and each activation block loaded once per 2 rows; the tile's outputs are bit-identical to
+// ISA has a tile kernel (AVX2: 2 rows × 4 tokens, K-quants 1 × 4), each weight block is decoded
+// once per 4 tokens and each activation block loaded once per tile row; decode uses a rows × 1
+// tile where one exists (AVX2 32-element types: 4 or 2 rows). Tile outputs are bit-identical to
 // vec_dot's, so a token's result never depends on the batch it came in.
 #include "matvec.h"
 

@@ -13,6 +13,7 @@ checked equal before timing. One thread: no tokenizer here parallelises a single
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from pathlib import Path
@@ -91,7 +92,8 @@ def main() -> None:
         "",
         f"`python bench/tokenize.py --mb {args.mb} --repeat {args.repeat}` on {platform.processor() or platform.machine()}, "
         f"{time.strftime('%Y-%m-%d')}. Input: {len(text):,} bytes of /usr/share/common-licenses text, one call per run, "
-        f"best of {args.repeat}, one thread. Token ids identical across implementations (checked in the run).",
+        f"best of {args.repeat}, one thread, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the "
+        f"columns of one run share the machine's state). Token ids identical across implementations (checked in the run).",
         "",
         "| model | tokenizer | implementation | tokens | ms | MB/s | vs llama.cpp |",
         "|---|---|---|---:|---:|---:|---:|",

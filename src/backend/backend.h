@@ -97,6 +97,23 @@ class Backend {
   // whatever mix of compressed slots and raw pages the block table says (one softmax over all).
   virtual void attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
                          const float* q, float* out) = 0;
+
+  // ---- fused ops (backend.cpp holds their references, composed of the ops above) ----
+  // Norm + activation quantize + its consumers: xn(n_tok, dim) = rms_norm(x)·norm_w, then
+  // y_i(n_tok, w_i.n_rows) = xn·w_iᵀ (+ bias_i) for i < n_w — Q/K/V, or gate/up. A backend
+  // quantizes xn once for all of them.
+  virtual void norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
+                            const WeightView* w, const float* const* bias, float* const* y, float* xn);
+  // Q/K norm + RoPE + cache append: per-head RMSNorm of q(n_tok, n_head, d) and k(n_tok, n_head_kv, d)
+  // when q_norm/k_norm are given, RoPE of both at positions pos, then k and v stored in the cache.
+  virtual void qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
+                             const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope,
+                             const KVLayerView& kv, const KVTokenSlot* slots);
+  // Gate/up + activation: h(n_tok, n_ff) = act(rms_norm(x)·gateᵀ) ⊙ (rms_norm(x)·upᵀ); `up_scratch`
+  // (n_tok, n_ff) and xn (n_tok, dim) are work space.
+  virtual void norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                            const WeightView& gate, const WeightView& up, Activation act, float* h, float* up_scratch,
+                            float* xn);
 };
 
 }  // namespace gaacrt

@@ -75,30 +75,19 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
     be_.upload(seqs_, seqs.data(), seqs.size() * sizeof(AttnSeq));
 
     // ---- attention block ----
-    be_.rms_norm(x_, L.attn_norm, c.rms_eps, n, c.n_embd, xn_);
-    be_.matmul(L.wq, xn_, n, q_, L.bq);
-    be_.matmul(L.wk, xn_, n, k_, L.bk);
-    be_.matmul(L.wv, xn_, n, v_, L.bv);
-    if (c.qk_norm) {
-      be_.rms_norm(q_, L.q_norm, c.rms_eps, (int64_t)n * c.n_head, c.head_dim_k, q_);
-      be_.rms_norm(k_, L.k_norm, c.rms_eps, (int64_t)n * c.n_head_kv, c.head_dim_k, k_);
-    }
-    const RopeParams& rp = c.rope_for(il);
-    be_.rope(q_, n, c.n_head, c.head_dim_k, pos_, rp);
-    be_.rope(k_, n, c.n_head_kv, c.head_dim_k, pos_, rp);
-    be_.kv_store(kv, slots_, n, k_, v_);
-
-    AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
+    const WeightView qkv_w[3] = {L.wq, L.wk, L.wv};
+    const float* qkv_b[3] = {L.bq, L.bk, L.bv};
+    float* qkv_y[3] = {q_, k_, v_};
+    be_.norm_matmuls(x_, L.attn_norm, c.rms_eps, n, c.n_embd, 3, qkv_w, qkv_b, qkv_y, xn_);
+    be_.qk_rope_store(q_, k_, v_, n, c.n_head, L.q_norm, L.k_norm, c.rms_eps, pos_, c.rope_for(il), kv, slots_);
+    const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
     be_.attention(kv, args, seqs_, (int32_t)seqs.size(), q_, attn_);
     be_.matmul(L.wo, attn_, n, o_, nullptr);
     if (c.post_norms) be_.rms_norm(o_, L.post_attn_norm, c.rms_eps, n, c.n_embd, o_);
     be_.add(x_, o_, (int64_t)n * c.n_embd);
 
     // ---- feed-forward block ----
-    be_.rms_norm(x_, L.ffn_norm, c.rms_eps, n, c.n_embd, xn_);
-    be_.matmul(L.w_gate, xn_, n, gate_, nullptr);
-    be_.matmul(L.w_up, xn_, n, up_, nullptr);
-    be_.act_mul(gate_, up_, (int64_t)n * c.n_ff, c.act, gate_);
+    be_.norm_gate_up(x_, L.ffn_norm, c.rms_eps, n, c.n_embd, L.w_gate, L.w_up, c.act, gate_, up_, xn_);
     be_.matmul(L.w_down, gate_, n, o_, nullptr);
     if (c.post_norms) be_.rms_norm(o_, L.post_ffw_norm, c.rms_eps, n, c.n_embd, o_);
     be_.add(x_, o_, (int64_t)n * c.n_embd);

@@ -1,0 +1,34 @@
+// backend.cpp — reference implementations of the fused ops, composed of the primitive ops.
+// A backend overrides one when it has a fused kernel; the result must stay within the op's
+// tolerance of this composition (bit-identical where the op promises it).
+#include "backend.h"
+
+namespace gaacrt {
+
+void Backend::norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
+                           const WeightView* w, const float* const* bias, float* const* y, float* xn) {
+  rms_norm(x, norm_w, eps, n_tok, dim, xn);
+  for (int i = 0; i < n_w; ++i) matmul(w[i], xn, n_tok, y[i], bias ? bias[i] : nullptr);
+}
+
+void Backend::qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
+                            const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope,
+                            const KVLayerView& kv, const KVTokenSlot* slots) {
+  const int32_t d = kv.head_dim_k;
+  if (q_norm) rms_norm(q, q_norm, eps, n_tok * n_head, d, q);
+  if (k_norm) rms_norm(k, k_norm, eps, n_tok * kv.n_head_kv, d, k);
+  this->rope(q, n_tok, n_head, d, pos, rope);
+  this->rope(k, n_tok, kv.n_head_kv, d, pos, rope);
+  kv_store(kv, slots, n_tok, k, v);
+}
+
+void Backend::norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                           const WeightView& gate, const WeightView& up, Activation act, float* h, float* up_scratch,
+                           float* xn) {
+  const WeightView w[2] = {gate, up};
+  float* y[2] = {h, up_scratch};
+  norm_matmuls(x, norm_w, eps, n_tok, dim, 2, w, nullptr, y, xn);
+  act_mul(h, up_scratch, n_tok * gate.n_rows, act, h);
+}
+
+}  // namespace gaacrt

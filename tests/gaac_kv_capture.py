@@ -21,8 +21,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from unittest import mock
 
+import gguf
+import numpy as np
+from gguf.quants import dequantize
+
+import gaacrt
+import reference_model
 from reference_model import ReferenceModel
 
 GPL3 = "/usr/share/common-licenses/GPL-3"
@@ -57,12 +63,53 @@ def tokenize(model_path: str, text_path: str, n_tokens: int) -> np.ndarray:
 
 _models: dict = {}
 _memo: dict = {}
+_EMBEDDINGS = ("token_embd.weight", "output.weight")
+
+
+class _Field:
+    def __init__(self, value):
+        self._value = value
+
+    def contents(self):
+        return self._value
+
+
+class _Tensor:
+    """One tensor as gguf.GGUFReader lists it (name, tensor_type, ne-order shape, raw data).
+    The embedding tables are cut to one row: the capture looks up the rows it needs itself, and
+    dequantizing Gemma's 262,144-row table would take longer than the whole forward."""
+
+    def __init__(self, f, ti):
+        self.name = ti.name
+        self.tensor_type = gguf.GGMLQuantizationType(ti.type_id)
+        self.shape = list(ti.shape)
+        self.data = f.tensor_bytes(ti.name)
+        if ti.name in _EMBEDDINGS:
+            self.data = self.data[:ti.nbytes // int(np.prod(ti.shape[1:]))]
+            self.shape = [ti.shape[0], 1]
+
+
+class _FastReader:
+    """The part of gguf.GGUFReader that ReferenceModel reads, over gaacrt's C++ reader (the
+    Python reader spends ~15 s parsing Gemma's tokenizer arrays)."""
+
+    def __init__(self, path):
+        f = gaacrt.GGUFFile(path)
+        self.fields = {k: _Field(v) for k, v in f.metadata.items() if not k.startswith("tokenizer.")}
+        self.tensors = [_Tensor(f, ti) for ti in f.tensors]
 
 
 def _reference(path: str) -> ReferenceModel:
     if path not in _models:
-        _models.clear()  # one model's weights at a time (Gemma's are ~1 GB as float32)
-        _models[path] = ReferenceModel(path)
+        _models.clear()  # one model's weights at a time
+        with mock.patch.object(reference_model, "GGUFReader", _FastReader):
+            ref = ReferenceModel(path)
+        f = gaacrt.GGUFFile(path)
+        ti = f.tensor_info("token_embd.weight")
+        table = f.tensor_bytes("token_embd.weight").reshape(ti.shape[1], -1)
+        qtype = gguf.GGMLQuantizationType(ti.type_id)
+        ref.embed = lambda tokens: np.asarray(dequantize(table[tokens], qtype), np.float32)
+        _models[path] = ref
     return _models[path]
 
 
@@ -70,7 +117,7 @@ def _forward_kv(ref: ReferenceModel, tokens: np.ndarray) -> CapturedKV:
     f32 = np.float32
     T = len(tokens)
     pos = np.arange(T, dtype=np.float64)
-    x = ref.t["token_embd.weight"][tokens].astype(f32)
+    x = ref.embed(tokens)
     if ref.gemma:
         x = x * f32(math.sqrt(ref.n_embd))
     G = ref.n_head // ref.n_head_kv

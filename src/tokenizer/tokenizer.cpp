@@ -97,6 +97,7 @@ void Tokenizer::partition(std::string_view text, bool parse_special, std::vector
   // Which special texts occur anywhere in the input? Only those can split a fragment, and
   // there are few of them, while a vocabulary may have thousands (Gemma: 6,400).
   std::vector<int32_t> present;
+  std::vector<uint8_t> seen(trie_token_.size(), 0);  // per trie node: token already listed
   for (size_t p = 0; p < text.size(); ++p) {
     if (!first_byte_[static_cast<uint8_t>(text[p])]) continue;
     int32_t node = 0;
@@ -106,12 +107,14 @@ void Tokenizer::partition(std::string_view text, bool parse_special, std::vector
         if (cb == static_cast<uint8_t>(text[q])) child = cn;
       if (child < 0) break;
       node = child;
-      if (trie_token_[node] != kNoToken) present.push_back(trie_token_[node]);
+      if (trie_token_[node] != kNoToken && !seen[node]) {
+        seen[node] = 1;
+        present.push_back(trie_token_[node]);
+      }
     }
   }
   if (present.empty()) return;
   std::sort(present.begin(), present.end());
-  present.erase(std::unique(present.begin(), present.end()), present.end());
 
   // Longest special first, each cutting every raw fragment at its leftmost non-overlapping
   // occurrences; this order decides overlaps, so it is not a single leftmost-longest scan.

@@ -18,6 +18,8 @@
 // announces into the same symbol: an escaped space among them decodes as U+2581, not ' ').
 // See utf8_to_cpts in unicode.h for the exact BPE rule.
 //
+// A Tokenizer is immutable once built: every method may run concurrently from many threads.
+//
 // The buffer forms (`tokenize(text, out, capacity, ...)`, `detokenize(ids, n, buf, capacity, ...)`)
 // return the number written, or minus the size needed when the buffer is too small: the shape the
 // C API exposes.

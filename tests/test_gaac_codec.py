@@ -8,6 +8,10 @@ windows holding no data, random).
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -17,6 +21,7 @@ from gaacrt import _core as C
 
 DIMS = [64, 128]
 TOKENS = 16
+ROOT = Path(__file__).resolve().parents[1]
 ALL_BF16 = np.arange(65536, dtype=np.uint32).astype(np.uint16)
 
 
@@ -279,6 +284,26 @@ def test_gaac_random_bytes_are_rejected_or_decoded_never_crash(d):
             with pytest.raises(gaacrt.GaacrtError):
                 C.gaac_decode_tiles(slot[None], d, b, b, cap)
     assert {"ok", "bad_tag", "escape_overrun"} <= seen
+
+
+def test_gaac_cpp_units_pass_under_address_sanitizer(tmp_path):
+    """tests/cpp/test_gaac_format.cpp built with -fsanitize=address,undefined: every pattern in
+    every mode, and corrupt slots at the end of exactly-sized heap buffers (a read past
+    fixed + capacity aborts the program)."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on PATH")
+    exe = tmp_path / "gaac_asan"
+    src = [ROOT / "tests/cpp/test_main.cpp", ROOT / "tests/cpp/test_gaac_format.cpp", ROOT / "src/common/error.cpp"]
+    build = subprocess.run([cxx, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                            "-fno-omit-frame-pointer", "-ffp-contract=off", f"-I{ROOT / 'src'}",
+                            f"-I{ROOT / 'tests/cpp'}", *map(str, src), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe), "gaac_"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[ ok ] gaac_corrupt_slots_are_reported_and_never_read_out_of_bounds" in run.stdout
+    assert "6 test cases, 0 failed" in run.stdout
 
 
 # ---- calibration math ------------------------------------------------------------------------

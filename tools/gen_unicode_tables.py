@@ -11,6 +11,9 @@ code point the way llama.cpp does. Python 3.11 (Unicode 14.0) would differ on 5,
 code points assigned in 15.0/15.1 (4,970 letters, mostly CJK Extension H/I ideographs; measured by
 comparing every code point's class under both versions).
 The script refuses another Unicode version unless --unicode-version-ok is given.
+Measured with these tables: all 1,111,936 non-ASCII, non-surrogate code points pre-tokenize
+exactly as in llama.cpp (llama-cpp-python 0.3.36; SmolLM2's vocabulary with the smollm and the
+default pre-tokenizers, each code point between a letter, a digit, '.', a space and a tab).
 
 Output: one range table, sorted by first code point, each entry covering [first, next first):
 the general-category class as a bit (letter, number, ...), as regex engines group categories:

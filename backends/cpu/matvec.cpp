@@ -7,9 +7,8 @@
 // tokens inner), so the weights cross the memory bus once per matmul and the quantized
 // activations (n_tok rows of ~1.07 bytes per element) stay in L2/L3. Within a chunk, where the
 // ISA has a tile kernel (AVX2: 2 rows × 4 tokens, K-quants 1 × 4), each weight block is decoded
-// once per 4 tokens and each activation block loaded once per tile row; decode uses a rows × 1
-// tile where one exists (AVX2 32-element types: 4 or 2 rows). Tile outputs are bit-identical to
-// vec_dot's, so a token's result never depends on the batch it came in.
+// once per 4 tokens and each activation block loaded once per tile row. Tile outputs are
+// bit-identical to vec_dot's, so a token's result never depends on the batch it came in.
 #include "matvec.h"
 
 #include <algorithm>
@@ -72,15 +71,12 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
   //    starts on its own cache line of y for every type).
   const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
   const int64_t chunk = matmul_row_chunk(w.row_stride);
-  const GemmTile tile = gemm_tile_fn(w.type, isa, /*decode=*/n_tok == 1);
+  const GemmTile tile = n_tok > 1 ? gemm_tile_fn(w.type, isa) : GemmTile{};
   pool.run([&](int ith, int nth) {
     const int64_t per = ((w.n_rows + nth - 1) / nth + 3) / 4 * 4;
     const int64_t r0 = std::min(w.n_rows, per * ith), r1 = std::min(w.n_rows, r0 + per);
-    if (n_tok == 1) {
-      int64_t r = r0;
-      if (tile.fn)
-        for (; r + tile.rows <= r1; r += tile.rows) tile.fn(n, wbase + r * w.row_stride, w.row_stride, act, 0, y + r, 0);
-      for (; r < r1; ++r) y[r] = dot(n, wbase + r * w.row_stride, act);
+    if (n_tok == 1) {  // decode: one pass over the rows, one weight stream for the prefetcher
+      for (int64_t r = r0; r < r1; ++r) y[r] = dot(n, wbase + r * w.row_stride, act);
       return;
     }
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {

@@ -7,7 +7,7 @@ namespace gaacrt::cpu {
 
 #if !(defined(__x86_64__) || defined(_M_X64) || defined(__i386__))
 VecDotFn vec_dot_avx2(GGMLType) { return nullptr; }  // vec_dot_avx2.cpp is built on x86 only
-GemmTile gemm_tile_avx2(GGMLType, bool) { return {}; }
+GemmTile gemm_tile_avx2(GGMLType) { return {}; }
 #endif
 #if !defined(__aarch64__)
 VecDotFn vec_dot_neon(GGMLType) { return nullptr; }  // vec_dot_neon.cpp is built on aarch64 only
@@ -26,8 +26,8 @@ VecDotFn vec_dot_fn(GGMLType w, Isa isa) {
   return fn;
 }
 
-GemmTile gemm_tile_fn(GGMLType w, Isa isa, bool decode) {
-  if (isa == Isa::AVX2 && isa_available(isa)) return gemm_tile_avx2(w, decode);
+GemmTile gemm_tile_fn(GGMLType w, Isa isa) {
+  if (isa == Isa::AVX2 && isa_available(isa)) return gemm_tile_avx2(w);
   return {};
 }
 

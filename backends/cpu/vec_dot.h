@@ -46,10 +46,8 @@ struct GemmTile {
   void (*fn)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride, float* out,
              int64_t out_stride) = nullptr;
 };
-// decode = true: the tile for one token (rows × 1), else the prefill tile. Only on x86 builds;
-// fn == nullptr where there is none.
-GemmTile gemm_tile_avx2(GGMLType w, bool decode);
+GemmTile gemm_tile_avx2(GGMLType w);  // only on x86 builds; fn == nullptr where there is none
 // The tile kernel for (weight type, ISA), or one with fn == nullptr (matmul then loops vec_dot).
-GemmTile gemm_tile_fn(GGMLType w, Isa isa, bool decode);
+GemmTile gemm_tile_fn(GGMLType w, Isa isa);
 
 }  // namespace gaacrt::cpu

@@ -15,8 +15,6 @@
 //     FMA into that output's accumulator; float order differs from the scalar loop (~1e-7).
 #include "vec_dot_avx2.h"
 
-#include <type_traits>
-
 #include "common/half.h"
 
 namespace gaacrt::cpu {
@@ -106,15 +104,9 @@ void tile32(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size
       out[t * out_stride + r] = P::kMin ? hsum(acc[r][t]) + extra[r][t] : hsum(acc[r][t]);
 }
 
-// Rows per decode tile: 4, except for Q5_0/Q5_1 whose fifth-bit expansion needs four more
-// constant registers; with 4 rows they spill (measured ~15% slower than 2).
-template <class P>
-constexpr int decode_rows() { return std::is_same_v<P, Q5_0> || std::is_same_v<P, Q5_1> ? 2 : 4; }
-
 template <class P>
 Kernels kernels32() {
-  return {&dot_1x1<&tile32<P, 1, 1>>, &tile32<P, kTileRows, kTileTokens>, kTileRows, kTileTokens,
-          &tile32<P, decode_rows<P>(), 1>, decode_rows<P>()};
+  return {&dot_1x1<&tile32<P, 1, 1>>, &tile32<P, kTileRows, kTileTokens>, kTileRows, kTileTokens};
 }
 
 // ---- float weights: fp32 activations, four 8-lane FMA chains -------------------------------------
@@ -161,9 +153,8 @@ Kernels kernels(GGMLType w) {
 
 VecDotFn vec_dot_avx2(GGMLType w) { return avx2::kernels(w).dot; }
 
-GemmTile gemm_tile_avx2(GGMLType w, bool decode) {
+GemmTile gemm_tile_avx2(GGMLType w) {
   const avx2::Kernels k = avx2::kernels(w);
-  if (decode) return k.rows ? GemmTile{k.n_rows, 1, k.rows} : GemmTile{};
   return k.tile ? GemmTile{k.tile_rows, k.tile_tokens, k.tile} : GemmTile{};
 }
 

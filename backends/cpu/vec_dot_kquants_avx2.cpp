@@ -191,14 +191,12 @@ void tile_iq4_xs(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_
     for (int t = 0; t < RN; ++t) out[t * os + r] = hsum(facc[r][t]);
 }
 
-// No decode (rows × 1) tile here: a super-block already has enough independent work per row,
-// and two rows at once measured ~25% slower than one (register spills), so matmul loops vec_dot.
 // Prefill tile: 1 row × 4 tokens. A K-quant row-block holds more live registers (scales, both
 // nibble halves, float and min accumulators) than a 32-element one; 2 × 4 spilled.
 constexpr int kTileRowsK = 1, kTileTokensK = 4;
 
 template <TileFn T11, TileFn TILE>
-Kernels make() { return {&dot_1x1<T11>, TILE, kTileRowsK, kTileTokensK, nullptr, 0}; }
+Kernels make() { return {&dot_1x1<T11>, TILE, kTileRowsK, kTileTokensK}; }
 
 }  // namespace
 

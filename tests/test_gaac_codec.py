@@ -303,7 +303,7 @@ def test_gaac_cpp_units_pass_under_address_sanitizer(tmp_path):
     run = subprocess.run([str(exe), "gaac_"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "[ ok ] gaac_corrupt_slots_are_reported_and_never_read_out_of_bounds" in run.stdout
-    assert "6 test cases, 0 failed" in run.stdout
+    assert "7 test cases, 0 failed" in run.stdout
 
 
 # ---- calibration math ------------------------------------------------------------------------

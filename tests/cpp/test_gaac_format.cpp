@@ -45,7 +45,12 @@ TEST_CASE(gaac_code_words_put_and_get_every_code_of_a_set) {
   std::mt19937 rng(2);
   for (int it = 0; it < 20000; ++it) {
     uint32_t codes[32], set[3] = {0, 0, 0};
-    for (int n = 0; n < 32; ++n) { codes[n] = rng() & 7; gaac_put_code(set, n, codes[n] | (rng() & ~7u)); }
+    for (int n = 0; n < 32; ++n) codes[n] = rng() & 7;
+    for (int gamma = 0; gamma < 4; ++gamma) {  // full 8-bit codes in: only the low 3 bits may land
+      GaacU32x2 c = {0, 0};
+      for (int m = 0; m < 8; ++m) (m < 4 ? c.lo : c.hi) |= (codes[8 * gamma + m] | (rng() & 0xF8u)) << (8 * (m & 3));
+      gaac_put_group_codes(set, gamma, c);
+    }
     for (int gamma = 0; gamma < 4; ++gamma) {
       const GaacU32x2 w = gaac_group_codes(set[0], set[1], set[2], gamma);
       for (int m = 0; m < 8; ++m) {
@@ -53,6 +58,40 @@ TEST_CASE(gaac_code_words_put_and_get_every_code_of_a_set) {
         CHECK(got == codes[8 * gamma + m], strfmt("code %d: %u != %u", 8 * gamma + m, got, codes[8 * gamma + m]));
       }
     }
+  }
+}
+
+TEST_CASE(gaac_group_tag_and_codes_match_the_per_element_rule) {
+  std::mt19937 rng(6);
+  for (int it = 0; it < 200000; ++it) {
+    uint16_t v[8];
+    uint8_t b3[8], b4[8];
+    const uint32_t center = rng() & 0xFF;
+    for (int m = 0; m < 8; ++m) {  // exponents and bases near each other, edges 0 and 255 included
+      v[m] = static_cast<uint16_t>((rng() & 0x807F) | (((center + rng() % 24 - 12) & 0xFF) << 7));
+      b3[m] = static_cast<uint8_t>(center + rng() % 16 - 8);
+      b4[m] = static_cast<uint8_t>(center + rng() % 32 - 16);
+      if (rng() % 64 == 0) b3[m] = 255;
+    }
+    bool ok3 = true, ok4 = true;
+    uint32_t e[8];
+    for (int m = 0; m < 8; ++m) {
+      e[m] = (v[m] >> 7) & 0xFF;
+      ok3 = ok3 && e[m] >= b3[m] && e[m] - b3[m] <= 7;
+      ok4 = ok4 && e[m] >= b4[m] && e[m] - b4[m] <= 15;
+    }
+    const uint32_t want = ok3 ? 0 : ok4 ? 1 : 2;
+    const GaacGroupIn in = gaac_group_load(v);
+    const uint32_t tag = gaac_group_tag(in, b3, b4);
+    CHECK(tag == want, strfmt("tag %u, rule says %u", tag, want));
+    const GaacU32x2 c = gaac_group_full_codes(in, tag, b3, b4);
+    for (int m = 0; m < 8; ++m) {
+      const uint32_t base = tag == 0 ? b3[m] : tag == 1 ? b4[m] : 0;
+      CHECK((((m < 4 ? c.lo : c.hi) >> (8 * (m & 3))) & 0xFF) == e[m] - base, strfmt("code of channel %d", m));
+    }
+    const uint32_t x = gaac_group_x(c), r = gaac_group_r(c);
+    const GaacU32x2 sx = gaac_spread_x(x), sr = gaac_spread_r(r);
+    CHECK(((sx.lo | sr.lo) == (c.lo & 0xF8F8F8F8u)) && ((sx.hi | sr.hi) == (c.hi & 0xF8F8F8F8u)), "x/r round trip");
   }
 }
 

@@ -222,33 +222,74 @@ GAACRT_HD GaacU32x2 gaac_bf16x4(uint32_t sm, uint32_t e) {
 }
 
 // ---- the encode of one group --------------------------------------------------------------------
-// Mode of a group from its 8 exponents and bases: 3-bit when every e - b3 is in 0..7, else 4-bit
-// when every e - b4 is in 0..15, else raw. (Unsigned compare: a negative difference wraps high.)
-GAACRT_HD uint32_t gaac_group_tag(const GAACRT_THREAD uint32_t* e, const GAACRT_DEVICE uint8_t* b3,
-                                  const GAACRT_DEVICE uint8_t* b4) {
-  bool ok3 = true, ok4 = true;
-  for (int m = 0; m < GAAC_GROUP; ++m) {
-    ok3 = ok3 && (e[m] - (uint32_t)b3[m]) <= 7u;
-    ok4 = ok4 && (e[m] - (uint32_t)b4[m]) <= 15u;
+// A group's 8 BF16 values in 16-bit lanes: word k holds elements 2k (low half) and 2k+1. In a
+// 16-bit lane (e | 0x100) - b = 256 + e - b cannot borrow from its neighbour, and e - b lies in
+// 0..w-1 (w a power of two) exactly when that lane is in [256, 256 + w) — two lanes per test.
+struct GaacGroupIn { uint32_t e[4]; uint32_t sm[4]; };
+
+GAACRT_HD GaacGroupIn gaac_group_load(const GAACRT_DEVICE uint16_t* v) {
+  GaacGroupIn g;
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t p = (uint32_t)v[2 * k] | ((uint32_t)v[2 * k + 1] << 16);
+    g.e[k] = (p >> 7) & 0x00FF00FFu;
+    g.sm[k] = ((p >> 8) & 0x00800080u) | (p & 0x007F007Fu);
   }
-  return ok3 ? GAAC_TAG_3BIT : (ok4 ? GAAC_TAG_4BIT : GAAC_TAG_RAW);
+  return g;
+}
+GAACRT_HD uint32_t gaac_bases16(const GAACRT_DEVICE uint8_t* b, int32_t k) {
+  return (uint32_t)b[2 * k] | ((uint32_t)b[2 * k + 1] << 16);
+}
+// Two 16-bit-lane words (elements 0,1 and 2,3) -> one byte-lane word.
+GAACRT_HD uint32_t gaac_pack_bytes(uint32_t a, uint32_t b) {
+  return (a & 0xFFu) | ((a >> 8) & 0xFF00u) | ((b & 0xFFu) << 16) | ((b << 8) & 0xFF000000u);
 }
 
-// Puts the low 3 bits of code n (0..31) of a set into its words (the inverse of gaac_group_codes).
-GAACRT_HD void gaac_put_code(GAACRT_THREAD uint32_t* set, int32_t n, uint32_t c) {
-  c &= 7u;
-  if (n < 24) {
-    set[n >> 3] |= c << (8 * (n & 3) + 3 * ((n >> 2) & 1));
-  } else if (n < 28) {
-    const int32_t b = n - 24;
-    set[0] |= (c & 3u) << (8 * b + 6);
-    set[1] |= (c >> 2) << (8 * b + 6);
+// Mode of a group: 3-bit when every e - b3 is in 0..7, else 4-bit when every e - b4 is in 0..15,
+// else raw. b3, b4 point at the group's 8 bases.
+GAACRT_HD uint32_t gaac_group_tag(GaacGroupIn in, const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4) {
+  uint32_t miss3 = 0, miss4 = 0;
+  for (int32_t k = 0; k < 4; ++k) {
+    const uint32_t biased = in.e[k] | 0x01000100u;
+    miss3 |= ((biased - gaac_bases16(b3, k)) & 0xFFF8FFF8u) ^ 0x01000100u;
+    miss4 |= ((biased - gaac_bases16(b4, k)) & 0xFFF0FFF0u) ^ 0x01000100u;
+  }
+  return miss3 == 0 ? GAAC_TAG_3BIT : (miss4 == 0 ? GAAC_TAG_4BIT : GAAC_TAG_RAW);
+}
+
+// Full codes e - base(tag) of a group in byte lanes (channels 0..3, 4..7). No lane borrows: the
+// tag was chosen so that every e >= its base.
+GAACRT_HD GaacU32x2 gaac_group_full_codes(GaacGroupIn in, uint32_t tag, const GAACRT_DEVICE uint8_t* b3,
+                                          const GAACRT_DEVICE uint8_t* b4) {
+  uint32_t c[4];
+  for (int32_t k = 0; k < 4; ++k) {
+    const uint32_t base = tag == GAAC_TAG_3BIT ? gaac_bases16(b3, k) : (tag == GAAC_TAG_4BIT ? gaac_bases16(b4, k) : 0u);
+    c[k] = in.e[k] - base;
+  }
+  GaacU32x2 r;
+  r.lo = gaac_pack_bytes(c[0], c[1]);
+  r.hi = gaac_pack_bytes(c[2], c[3]);
+  return r;
+}
+
+// ORs the low 3 bits of a group's codes (byte lanes) into its set's words: the inverse of
+// gaac_group_codes.
+GAACRT_HD void gaac_put_group_codes(GAACRT_THREAD uint32_t* set, int32_t gamma, GaacU32x2 c) {
+  const uint32_t lo = c.lo & 0x07070707u, hi = c.hi & 0x07070707u;
+  if (gamma < 3) {
+    set[gamma] |= lo | (hi << 3);
   } else {
-    const int32_t b = n - 28;
-    set[2] |= (c & 3u) << (8 * b + 6);
-    set[1] |= (c >> 2) << (8 * b + 7);
+    set[0] |= (lo & 0x03030303u) << 6;
+    set[2] |= (hi & 0x03030303u) << 6;
+    set[1] |= (((lo >> 2) & 0x01010101u) << 6) | (((hi >> 2) & 0x01010101u) << 7);
   }
 }
+
+// The X byte (bit 3 of each code; bit m = channel m) and the R record (bits 4..7) of a group:
+// the inverses of gaac_spread_x / gaac_spread_r. The multiply gathers bit 0 of the four byte
+// lanes into bits 21..24 (its shifted copies land on distinct bits, so no carries).
+GAACRT_HD uint32_t gaac_gather_bit3(uint32_t w) { return ((((w >> 3) & 0x01010101u) * 0x00204081u) >> 21) & 15u; }
+GAACRT_HD uint32_t gaac_group_x(GaacU32x2 c) { return gaac_gather_bit3(c.lo) | (gaac_gather_bit3(c.hi) << 4); }
+GAACRT_HD uint32_t gaac_group_r(GaacU32x2 c) { return ((c.lo >> 4) & 0x0F0F0F0Fu) | (((c.hi >> 4) & 0x0F0F0F0Fu) << 4); }
 
 // ---- whole-tile reference routines (one thread; kernels use the word functions above) -----------
 // Counts of each tag over a tile (reads only the tag stream).
@@ -312,18 +353,16 @@ GAACRT_HD int32_t gaac_encode_tile(const GAACRT_DEVICE uint16_t* raw, int32_t st
                                    const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4,
                                    uint32_t capacity, GAACRT_DEVICE uint8_t* slot) {
   if (!gaac_tile_dim_ok(d)) return GAAC_BAD_TILE_DIM;
-  const int32_t nl = gaac_lanes(d);
+  const int32_t nl = gaac_lanes(d), G = gaac_group_cols(d);
   uint32_t tags[GAAC_MAX_LANES];
   uint32_t n_x = 0, n_raw = 0;
-  uint32_t e[GAAC_GROUP];
   // Pass 1: modes only, so that a tile that does not fit leaves the slot untouched.
   for (int32_t l = 0; l < nl; ++l) {
-    const int32_t g = gaac_lane_col(d, l);
+    const int32_t h = l >= G ? 1 : 0, g = l - h * G;
     tags[l] = 0;
     for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
-      const GAACRT_DEVICE uint16_t* v = raw + gaac_lane_token(d, l, j) * stride + 8 * g;
-      for (int m = 0; m < GAAC_GROUP; ++m) e[m] = ((uint32_t)v[m] >> 7) & 0xFFu;
-      const uint32_t tag = gaac_group_tag(e, b3 + 8 * g, b4 + 8 * g);
+      const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
+      const uint32_t tag = gaac_group_tag(gaac_group_load(raw + t * stride + 8 * g), b3 + 8 * g, b4 + 8 * g);
       tags[l] |= tag << (2 * j);
       n_x += tag != GAAC_TAG_3BIT;
       n_raw += tag == GAAC_TAG_RAW;
@@ -335,25 +374,19 @@ GAACRT_HD int32_t gaac_encode_tile(const GAACRT_DEVICE uint16_t* raw, int32_t st
   GAACRT_DEVICE uint8_t* esc = slot + gaac_fixed_bytes(d);
   uint32_t xo = 0, ro = n_x;
   for (int32_t l = 0; l < nl; ++l) {
-    const int32_t g = gaac_lane_col(d, l);
+    const int32_t h = l >= G ? 1 : 0, g = l - h * G;
     uint32_t w[6] = {0, 0, 0, 0, 0, 0};
     for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
-      const GAACRT_DEVICE uint16_t* v = raw + gaac_lane_token(d, l, j) * stride + 8 * g;
-      GAACRT_DEVICE uint8_t* sm = slot + gaac_sm_offset(d, l, j);
+      const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
+      const GaacGroupIn in = gaac_group_load(raw + t * stride + 8 * g);
       const uint32_t tag = (tags[l] >> (2 * j)) & 3u;
-      uint32_t x = 0, r4 = 0;
-      for (int m = 0; m < GAAC_GROUP; ++m) {
-        const uint32_t bits = v[m];
-        sm[m] = (uint8_t)(((bits >> 8) & 0x80u) | (bits & 0x7Fu));
-        const uint32_t ex = (bits >> 7) & 0xFFu;
-        const uint32_t code = tag == GAAC_TAG_3BIT ? ex - b3[8 * g + m]
-                                                   : (tag == GAAC_TAG_4BIT ? ex - b4[8 * g + m] : ex);
-        gaac_put_code(w + 3 * (j >> 2), 8 * (j & 3) + m, code);
-        x |= ((code >> 3) & 1u) << m;
-        r4 |= ((code >> 4) & 15u) << (m < 4 ? 8 * m : 8 * (m - 4) + 4);
-      }
-      if (tag != GAAC_TAG_3BIT) esc[xo++] = (uint8_t)x;
-      if (tag == GAAC_TAG_RAW) { gaac_st32(esc + ro, r4); ro += 4; }
+      const GaacU32x2 c = gaac_group_full_codes(in, tag, b3 + 8 * g, b4 + 8 * g);
+      GAACRT_DEVICE uint8_t* sm = slot + 16u * (uint32_t)((j >> 1) * nl + l) + 8u * (uint32_t)(j & 1);
+      gaac_st32(sm, gaac_pack_bytes(in.sm[0], in.sm[1]));
+      gaac_st32(sm + 4, gaac_pack_bytes(in.sm[2], in.sm[3]));
+      gaac_put_group_codes(w + 3 * (j >> 2), j & 3, c);
+      if (tag != GAAC_TAG_3BIT) esc[xo++] = (uint8_t)gaac_group_x(c);
+      if (tag == GAAC_TAG_RAW) { gaac_st32(esc + ro, gaac_group_r(c)); ro += 4; }
     }
     for (int32_t k = 0; k < 6; ++k) gaac_st32(slot + gaac_code_word_offset(d, l, k), w[k]);
     slot[gaac_tags_offset(d) + 2 * l] = (uint8_t)tags[l];
@@ -368,7 +401,8 @@ GAACRT_HD int32_t gaac_encode_tile(const GAACRT_DEVICE uint16_t* raw, int32_t st
 GAACRT_HD void gaac_decode_lane(const GAACRT_DEVICE uint8_t* slot, int32_t d, int32_t l, uint32_t xo, uint32_t ro,
                                 const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4, uint32_t want,
                                 GAACRT_DEVICE uint16_t* out, int32_t stride) {
-  const int32_t g = gaac_lane_col(d, l);
+  const int32_t G = gaac_group_cols(d), nl = gaac_lanes(d);
+  const int32_t h = l >= G ? 1 : 0, g = l - h * G;
   const GAACRT_DEVICE uint8_t* esc = slot + gaac_fixed_bytes(d);
   const GaacU32x2 w3 = {gaac_ld32(b3 + 8 * g), gaac_ld32(b3 + 8 * g + 4)};
   const GaacU32x2 w4 = {gaac_ld32(b4 + 8 * g), gaac_ld32(b4 + 8 * g + 4)};
@@ -378,7 +412,7 @@ GAACRT_HD void gaac_decode_lane(const GAACRT_DEVICE uint8_t* slot, int32_t d, in
   const uint32_t tags = (uint32_t)tp[0] | ((uint32_t)tp[1] << 8);
   for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
     const uint32_t tag = (tags >> (2 * j)) & 3u;
-    const int32_t t = gaac_lane_token(d, l, j);
+    const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
     uint32_t x = 0, r4 = 0;
     if (tag != GAAC_TAG_3BIT) x = esc[xo++];
     if (tag == GAAC_TAG_RAW) { r4 = gaac_ld32(esc + ro); ro += 4; }
@@ -386,7 +420,7 @@ GAACRT_HD void gaac_decode_lane(const GAACRT_DEVICE uint8_t* slot, int32_t d, in
     const int32_t s = 3 * (j >> 2);
     const GaacU32x2 low3 = gaac_group_codes(w[s], w[s + 1], w[s + 2], j & 3);
     const GaacU32x2 ex = gaac_group_exponents(tag, w3, w4, low3, x, r4);
-    const GAACRT_DEVICE uint8_t* sm = slot + gaac_sm_offset(d, l, j);
+    const GAACRT_DEVICE uint8_t* sm = slot + 16u * (uint32_t)((j >> 1) * nl + l) + 8u * (uint32_t)(j & 1);
     const GaacU32x2 p = gaac_bf16x4(gaac_ld32(sm), ex.lo), q = gaac_bf16x4(gaac_ld32(sm + 4), ex.hi);
     GAACRT_DEVICE uint16_t* o = out + t * stride + 8 * g;
     o[0] = (uint16_t)p.lo; o[1] = (uint16_t)(p.lo >> 16); o[2] = (uint16_t)p.hi; o[3] = (uint16_t)(p.hi >> 16);
@@ -410,7 +444,7 @@ GAACRT_HD GaacCheck gaac_decode_rows(const GAACRT_DEVICE uint8_t* slot, int32_t 
   uint32_t xo = 0, ro = n_x;
   for (int32_t l = 0; l < gaac_lanes(d); ++l) {
     const GaacTagMasks m = gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8));
-    const int32_t h = l / gaac_group_cols(d);
+    const int32_t h = l >= gaac_group_cols(d) ? 1 : 0;
     const uint32_t lane_tokens = h ? 0xCCCCu : 0x3333u;  // tokens 2,3,6,7,.. or 0,1,4,5,..
     if (want & lane_tokens) gaac_decode_lane(slot, d, l, xo, ro, b3, b4, want, out, stride);
     xo += gaac_popc(m.x);

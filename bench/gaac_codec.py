@@ -1,0 +1,153 @@
+"""GAAC codec throughput on the CPU, one thread: GB/s of BF16 encoded and decoded.
+
+    python bench/gaac_codec.py [--reps 7] [--tiles 4096]
+
+Inputs, each a batch of 16-token tiles with their own bases:
+  * real SmolLM2-135M KV (D = 64) and Gemma-3-270M KV (D = 128), post-RoPE keys and values over
+    the first 1,024 tokens of Apache-2.0, bases calibrated on GPL-3 (tests/gaac_kv_capture.py;
+    the first run computes the KV with the numpy reference forward, ~30 s, then it is cached);
+  * synthetic tiles with the spec's H200 mix: ~90% 3-bit, ~10% 4-bit, ~0.3% raw groups (D = 128).
+Each batch is repeated to --tiles tiles (so the data is well past L2) and run through
+gaacrt._core.gaac_encode_tiles / gaac_decode_tiles — the portable reference routines of
+src/codec/gaac/gaac_format.h compiled for the host, the code the attention loaders start from.
+Decode includes the tag validation each tile gets before its escapes are read. A memcpy of the
+same BF16 bytes is timed beside them. Median of --reps calls, calls alternating. GB/s = BF16
+bytes / seconds. Prints a markdown table and writes it to bench/results/gaac_codec.md, with the
+codec ratios of the same data.
+"""
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# Not bench/ itself on the path: a bench script named like a stdlib module (tokenize.py) would
+# shadow it for numpy's imports.
+sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import gaacrt  # noqa: E402
+from gaacrt import _core as C  # noqa: E402
+
+
+def paired_medians(fns, reps):
+    for fn in fns:
+        fn()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
+
+
+def real_tiles(model_name):
+    """All tiles of the model's evaluation KV, with bases from a GPL-3 calibration."""
+    from gaac_kv_capture import APACHE2, GPL3, capture_kv
+    path = gaacrt.models.get(model_name)
+    cal_kv, ev_kv = capture_kv(path, GPL3, 1024), capture_kv(path, APACHE2, 1024)
+    info = C.GaacModelInfo.from_gguf(path)
+    cal = C.GaacCalibrator(info)
+    for il in range(info.n_layer):
+        cal.add(il, False, cal_kv.k[il])
+        cal.add(il, True, cal_kv.v[il])
+    calib = cal.finish(1024)
+    tiles, b3s, b4s = [], [], []
+    for il in range(info.n_layer):
+        for is_v, kv in ((False, ev_kv.k[il]), (True, ev_kv.v[il])):
+            T, H, hd = kv.shape
+            td = min(hd, 128)
+            blocks = kv[:T // 16 * 16].reshape(T // 16, 16, H, hd // td, td).transpose(0, 2, 3, 1, 4)
+            for h in range(H):
+                for half in range(hd // td):
+                    tiles.append(blocks[:, h, half])
+                    n = blocks.shape[0]
+                    b3s.append(np.tile(calib.bases(0, il, is_v, h)[half * td:(half + 1) * td], (n, 1)))
+                    b4s.append(np.tile(calib.bases(1, il, is_v, h)[half * td:(half + 1) * td], (n, 1)))
+    return np.concatenate(tiles), np.concatenate(b3s), np.concatenate(b4s)
+
+
+def synthetic_tiles(n, d=128, seed=0):
+    rng = np.random.default_rng(seed)
+    b3 = rng.integers(110, 125, (n, d))
+    b4 = b3 - 4
+    # Per group: 10% 4-bit (one element 8..11 above b3), 0.3% raw (one element far away).
+    e = b3[:, None, :] + rng.integers(0, 8, (n, 16, d))
+    g = rng.random((n, 16, d // 8))
+    e4 = np.repeat(g < 0.10, 8, axis=2) & (rng.integers(0, 8, (n, 16, d)) == 0)
+    er = np.repeat(g > 0.997, 8, axis=2) & (rng.integers(0, 8, (n, 16, d)) == 0)
+    e = np.where(e4, b3[:, None, :] + 8 + rng.integers(0, 4, e.shape), e)
+    e = np.where(er, 30, e)
+    bits = ((rng.integers(0, 2, e.shape) << 15) | (e << 7) | rng.integers(0, 128, e.shape)).astype(np.uint16)
+    return bits, b3.astype(np.uint8), b4.astype(np.uint8)
+
+
+def repeat_to(arrs, n):
+    reps = -(-n // len(arrs[0]))
+    return [np.ascontiguousarray(np.concatenate([a] * reps)[:n]) for a in arrs]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--tiles", type=int, default=4096)
+    ap.add_argument("--no-real", action="store_true", help="synthetic tiles only (no model forward)")
+    args = ap.parse_args()
+
+    inputs = []
+    if not args.no_real:
+        inputs.append(("SmolLM2-135M real KV", *real_tiles("smollm2-135m")))
+        inputs.append(("Gemma-3-270M real KV", *real_tiles("gemma3-270m")))
+    inputs.append(("synthetic 90/10/0.3 %", *synthetic_tiles(2048)))
+
+    rows = []
+    for name, tiles, b3, b4 in inputs:
+        tiles, b3, b4 = repeat_to([tiles, b3, b4], args.tiles)
+        d = tiles.shape[-1]
+        fmt = C.gaac_format(d)
+        cap = fmt["max_escape_bytes"]
+        esc, slots = C.gaac_encode_tiles(tiles, b3, b4, cap)
+        assert (esc >= 0).all()
+        assert np.array_equal(C.gaac_decode_tiles(slots, d, b3, b4, cap), tiles), "decode mismatch"
+        modes = np.array([C.gaac_tile_modes(s, d)[:3] for s in slots[:len(slots)]]).sum(axis=0)
+        ratio = tiles.nbytes / (len(tiles) * fmt["fixed_bytes"] + esc.sum())
+        dst = np.empty_like(tiles)
+        t_enc, t_dec, t_cpy = paired_medians([
+            lambda: C.gaac_encode_tiles(tiles, b3, b4, cap),
+            lambda: C.gaac_decode_tiles(slots, d, b3, b4, cap),
+            lambda: np.copyto(dst, tiles),
+        ], args.reps)
+        gb = tiles.nbytes / 1e9
+        share = modes / modes.sum()
+        rows.append((name, d, len(tiles), gb * 1e3, 100 * share[0], 100 * share[1], 100 * share[2], ratio,
+                     gb / t_enc, gb / t_dec, gb / t_cpy))
+
+    head = ("| input | D | tiles | MB BF16 | 3-bit % | 4-bit % | raw % | codec ratio | encode GB/s | "
+            "decode GB/s | memcpy GB/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    body = "".join(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.2f} | {r[7]:.4f} | "
+                   f"{r[8]:.2f} | {r[9]:.2f} | {r[10]:.2f} |\n" for r in rows)
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    text = (f"# GAAC codec throughput, CPU, one thread\n\n{cpu}; {time.strftime('%Y-%m-%d')}; "
+            f"median of {args.reps}; reference (portable, scalar) encode/decode of gaac_format.h.\n\n"
+            + head + body)
+    print(text)
+    out = ROOT / "bench" / "results" / "gaac_codec.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -41,15 +41,23 @@ inline __m256i q5_bytes(const Block& b) {  // 0..31 in element order (fifth bit 
 // ---- per-type policies: how a weight block becomes 32 bytes -----------------------------------
 // kSigned: the bytes are signed (sign trick); else unsigned 0..31 with kOffsetShift = log2 of the
 // offset subtracted (0: none). kMin: Q4_1/Q5_1, whose +m comes in as m * s_activation.
+// Offset types also give signed_bytes() = bytes() - offset, for the 1-token kernels: with one
+// token the offset sums cannot be shared, and the sign trick is fewer instructions.
 struct Q4_0 { using WB = block_q4_0; using AB = block_q8_0; static constexpr bool kSigned = false, kMin = false;
   static constexpr int kOffsetShift = 3;
-  static __m256i bytes(const WB& b) { return unpack_nibbles(b.qs); } };
+  static __m256i bytes(const WB& b) { return unpack_nibbles(b.qs); }
+  static __m256i signed_bytes(const WB& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8)); } };
 struct Q4_1 { using WB = block_q4_1; using AB = block_q8_1; static constexpr bool kSigned = false, kMin = true;
   static constexpr int kOffsetShift = 0;
   static __m256i bytes(const WB& b) { return unpack_nibbles(b.qs); } };
 struct Q5_0 { using WB = block_q5_0; using AB = block_q8_0; static constexpr bool kSigned = false, kMin = false;
   static constexpr int kOffsetShift = 4;
-  static __m256i bytes(const WB& b) { return q5_bytes(b); } };
+  static __m256i bytes(const WB& b) { return q5_bytes(b); }
+  static __m256i signed_bytes(const WB& b) {  // q - 16: a clear fifth bit sets the top nibble (n | 0xF0 = n - 16)
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_andnot_si256(bits_to_bytes(qh), _mm256_set1_epi8(static_cast<char>(0xF0))));
+  } };
 struct Q5_1 { using WB = block_q5_1; using AB = block_q8_1; static constexpr bool kSigned = false, kMin = true;
   static constexpr int kOffsetShift = 0;
   static __m256i bytes(const WB& b) { return q5_bytes(b); } };
@@ -67,6 +75,9 @@ void tile32(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size
             int64_t out_stride) {
   using WB = typename P::WB;
   using AB = typename P::AB;
+  // Signed bytes with the sign trick, or unsigned bytes minus offset * Σa: the same int32 lanes.
+  constexpr bool kSigned = P::kSigned || (P::kOffsetShift > 0 && RN == 1);
+  constexpr int kOffsetShift = kSigned ? 0 : P::kOffsetShift;
   __m256 acc[RM][RN];
   float extra[RM][RN];  // Q4_1/Q5_1: Σ m*s, summed in block order
   for (int r = 0; r < RM; ++r)
@@ -77,8 +88,9 @@ void tile32(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size
     float mw[RM];
     for (int r = 0; r < RM; ++r) {
       const WB& b = reinterpret_cast<const WB*>(w + r * w_stride)[i];
-      wq[r] = P::bytes(b);
-      if constexpr (P::kSigned) wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
+      if constexpr (kSigned && !P::kSigned) wq[r] = P::signed_bytes(b);
+      else wq[r] = P::bytes(b);
+      if constexpr (kSigned) wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
       dw[r] = _mm256_set1_ps(fp16(b.d));
       if constexpr (P::kMin) mw[r] = fp16(b.m);
     }
@@ -87,13 +99,13 @@ void tile32(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size
       const __m256i qa = load256(ab.qs);
       const __m256 da = _mm256_set1_ps(fp16(ab.d));
       __m256i off = _mm256_setzero_si256();
-      if constexpr (P::kOffsetShift > 0)
-        off = _mm256_slli_epi32(dot_u8s8(_mm256_set1_epi8(1), qa), P::kOffsetShift);
+      if constexpr (kOffsetShift > 0)
+        off = _mm256_slli_epi32(dot_u8s8(_mm256_set1_epi8(1), qa), kOffsetShift);
       for (int r = 0; r < RM; ++r) {
         __m256i lanes;
-        if constexpr (P::kSigned) lanes = dot_u8s8(wabs[r], _mm256_sign_epi8(qa, wq[r]));
+        if constexpr (kSigned) lanes = dot_u8s8(wabs[r], _mm256_sign_epi8(qa, wq[r]));
         else lanes = dot_u8s8(wq[r], qa);
-        if constexpr (P::kOffsetShift > 0) lanes = _mm256_sub_epi32(lanes, off);
+        if constexpr (kOffsetShift > 0) lanes = _mm256_sub_epi32(lanes, off);
         acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(lanes), acc[r][t]);
         if constexpr (P::kMin) extra[r][t] += mw[r] * fp16(ab.s);
       }

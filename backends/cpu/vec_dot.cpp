@@ -7,6 +7,7 @@ namespace gaacrt::cpu {
 
 #if !(defined(__x86_64__) || defined(_M_X64) || defined(__i386__))
 VecDotFn vec_dot_avx2(GGMLType) { return nullptr; }  // vec_dot_avx2.cpp is built on x86 only
+VecDotFn vec_dot_avx2_without_vnni(GGMLType) { return nullptr; }
 GemmTile gemm_tile_avx2(GGMLType) { return {}; }
 #endif
 #if !defined(__aarch64__)

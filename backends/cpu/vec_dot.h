@@ -31,7 +31,8 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 
 // One kernel per (weight type, ISA); nullptr where that ISA has none (or is not compiled in).
 VecDotFn vec_dot_scalar(GGMLType w);
-VecDotFn vec_dot_avx2(GGMLType w);  // only on x86 builds
+VecDotFn vec_dot_avx2(GGMLType w);  // only on x86 builds; uses AVX512-VNNI where the CPU has it
+VecDotFn vec_dot_avx2_without_vnni(GGMLType w);  // the plain-AVX2 kernels, for the tests
 VecDotFn vec_dot_neon(GGMLType w);  // only on aarch64 builds
 
 // The kernel to use: the ISA's own if it has one and this CPU runs it, else the scalar one.

@@ -17,6 +17,29 @@
 
 namespace gaacrt::cpu::avx2 {
 
+// ---- shared by the kernel files (which are built for different instruction-set flags) ----------
+
+// A tile kernel: out[t * out_stride + r] = Σ w_r · a_t for r < RM, t < RN.
+using TileFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride,
+                        float* out, int64_t out_stride);
+
+// The 1×1 (vec_dot, decode) and the prefill tile instantiations of one weight type.
+// (Decode tiles of several rows × 1 token were tried: ~20% faster with the weights in L3, but
+// 10-40% slower streaming from DRAM — concurrent row streams defeat the prefetcher — and decode
+// streams from DRAM.)
+struct Kernels {
+  VecDotFn dot = nullptr;
+  TileFn tile = nullptr;  // tile_rows × tile_tokens
+  int tile_rows = 0, tile_tokens = 0;
+};
+Kernels kquant_kernels(GGMLType w);  // vec_dot_kquants_avx2.cpp: Q4_K, Q5_K, Q6_K, IQ4_XS
+Kernels plain_kernels32(GGMLType w);  // vec_dot_avx2.cpp: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL
+Kernels vnni_kernels32(GGMLType w);   // vec_dot_vnni_avx2.cpp: the same with AVX512-VNNI
+bool vnni_available();                // AVX512-VNNI + AVX512VL, compiled in and on this CPU
+
+// ---- helpers: internal linkage, so that no copy built with one file's flags is shared ----------
+namespace {
+
 // The prefill tile shape of the 32-element types (remainders run 1×1).
 constexpr int kTileRows = 2, kTileTokens = 4;
 
@@ -49,21 +72,6 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
-// A tile kernel: out[t * out_stride + r] = Σ w_r · a_t for r < RM, t < RN.
-using TileFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride,
-                        float* out, int64_t out_stride);
-
-// The 1×1 (vec_dot, decode) and the prefill tile instantiations of one weight type.
-// (Decode tiles of several rows × 1 token were tried: ~20% faster with the weights in L3, but
-// 10-40% slower streaming from DRAM — concurrent row streams defeat the prefetcher — and decode
-// streams from DRAM.)
-struct Kernels {
-  VecDotFn dot = nullptr;
-  TileFn tile = nullptr;  // tile_rows × tile_tokens
-  int tile_rows = 0, tile_tokens = 0;
-};
-Kernels kquant_kernels(GGMLType w);  // vec_dot_kquants_avx2.cpp: Q4_K, Q5_K, Q6_K, IQ4_XS
-
 // Wraps a tile instantiation as a VecDotFn.
 template <TileFn F>
 float dot_1x1(int64_t n, const void* w, const void* a) {
@@ -72,4 +80,5 @@ float dot_1x1(int64_t n, const void* w, const void* a) {
   return y;
 }
 
+}  // namespace
 }  // namespace gaacrt::cpu::avx2

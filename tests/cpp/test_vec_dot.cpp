@@ -130,6 +130,35 @@ TEST_CASE(simd_vec_dot_matches_scalar_for_every_type) {
   }
 }
 
+TEST_CASE(avx2_kernels_with_and_without_vnni_agree_bit_for_bit) {
+  // On a CPU with AVX512-VNNI the AVX2 table uses vpdpbusd for the 32-element types; the plain
+  // maddubs+madd kernels must still be right (other CPUs run them) and give the same bits.
+  if (!cpu::isa_available(cpu::Isa::AVX2)) {
+    std::printf("       not applicable: no AVX2 on this CPU/build\n");
+    return;
+  }
+  std::mt19937 rng(4321);
+  int compared = 0;
+  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q5_1, GGMLType::Q8_0, GGMLType::IQ4_NL}) {
+    const cpu::VecDotFn best = cpu::vec_dot_avx2(t), plain = cpu::vec_dot_avx2_without_vnni(t);
+    const cpu::VecDotFn scalar = cpu::vec_dot_fn(t, cpu::Isa::Scalar);
+    CHECK(best && plain, strfmt("%s: missing AVX2 kernel", gaacrt::type_name(t)));
+    compared += best != plain;
+    const int64_t n = test_length(t, 7);
+    for (int row = 0; row < 16; ++row) {
+      const std::vector<uint8_t> w = random_row(t, n, rng);
+      const std::vector<float> x = random_activations(n, rng);
+      std::vector<uint8_t> a(cpu::act_row_bytes(t, n));
+      cpu::quantize_act_row(t, x.data(), a.data(), n);
+      const float yb = best(n, w.data(), a.data()), yp = plain(n, w.data(), a.data()), ys = scalar(n, w.data(), a.data());
+      CHECK(yb == yp, strfmt("%s row %d: %.9g with VNNI, %.9g without", gaacrt::type_name(t), row, yb, yp));
+      CHECK(std::fabs(yp - ys) <= 1e-5 * std::fabs(ys) + 1e-6, strfmt("%s row %d: plain AVX2 %.9g, scalar %.9g",
+                                                                       gaacrt::type_name(t), row, yp, ys));
+    }
+  }
+  std::printf("       AVX512-VNNI kernels %s\n", compared ? "present: compared with plain AVX2" : "not used on this CPU");
+}
+
 TEST_CASE(scalar_vec_dot_equals_exact_dot_of_dequantized_operands) {
   // The integer math loses nothing: the result is Σ deq(w)*deq(a) up to fp32 rounding of the
   // per-block scale products and of the running sum.

@@ -44,6 +44,12 @@ namespace {
 constexpr int kTileRows = 2, kTileTokens = 4;
 
 inline float fp16(uint16_t h) { return _cvtsh_ss(h); }  // exact, like fp16_to_f32 (NaNs aside)
+// Two adjacent fp16 values (p[0], p[1]) -> lanes 0 and 1, one conversion.
+inline __m128 fp16x2(const uint16_t* p) {
+  uint32_t u;
+  std::memcpy(&u, p, 4);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(u)));
+}
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 

@@ -93,19 +93,22 @@ void tile32(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size
   for (int64_t i = 0; i < n / 32; ++i) {
     __m256i wq[RM], wabs[RM];
     __m256 dw[RM];
-    float mw[RM];
+    __m128 dmw[RM];  // Q4_1/Q5_1: (d, m) of the weight block
     for (int r = 0; r < RM; ++r) {
       const WB& b = reinterpret_cast<const WB*>(w + r * w_stride)[i];
       if constexpr (kSigned && !P::kSigned) wq[r] = P::signed_bytes(b);
       else wq[r] = P::bytes(b);
       if constexpr (kSigned) wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
-      dw[r] = _mm256_set1_ps(fp16(b.d));
-      if constexpr (P::kMin) mw[r] = fp16(b.m);
+      if constexpr (P::kMin) dmw[r] = fp16x2(&b.d);  // d and m are adjacent: one conversion
+      else dw[r] = _mm256_set1_ps(fp16(b.d));
     }
     for (int t = 0; t < RN; ++t) {
       const AB& ab = reinterpret_cast<const AB*>(a + t * a_stride)[i];
       const __m256i qa = load256(ab.qs);
-      const __m256 da = _mm256_set1_ps(fp16(ab.d));
+      __m256 da;
+      __m128 dsa;  // Q8_1: (d, s) of the activation block
+      if constexpr (P::kMin) dsa = fp16x2(&ab.d);
+      else da = _mm256_set1_ps(fp16(ab.d));
       __m256i off = _mm256_setzero_si256();
       if constexpr (kOffsetShift > 0)
         off = _mm256_slli_epi32(Dot::u8s8(_mm256_set1_epi8(1), qa), kOffsetShift);
@@ -114,8 +117,13 @@ void tile32(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size
         if constexpr (kSigned) lanes = Dot::u8s8(wabs[r], _mm256_sign_epi8(qa, wq[r]));
         else lanes = Dot::u8s8(wq[r], qa);
         if constexpr (kOffsetShift > 0) lanes = _mm256_sub_epi32(lanes, off);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(lanes), acc[r][t]);
-        if constexpr (P::kMin) extra[r][t] += mw[r] * fp16(ab.s);
+        if constexpr (P::kMin) {  // lane 0: d_w*d_a, lane 1: m_w*s_a — the same products as scalar
+          const __m128 p = _mm_mul_ps(dmw[r], dsa);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(lanes), acc[r][t]);
+          extra[r][t] += _mm_cvtss_f32(_mm_movehdup_ps(p));
+        } else {
+          acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(lanes), acc[r][t]);
+        }
       }
     }
   }

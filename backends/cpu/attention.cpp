@@ -24,7 +24,7 @@ void load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int3
   for (int32_t half = 0; half < kv.n_half; ++half) {
     const uint32_t e = table[kv_entry_index(kv, head, is_v, half, block)];
     // Raw BF16 page. (Compressed slots get their loader with their format.)
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(kv.pages + (uint64_t)e * kv.page_bytes);
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes);
     for (int32_t r = 0; r < KV_BLOCK_TOKENS; ++r)
       for (int32_t c = 0; c < kv.tile_dim; ++c)
         out[r * d + half * kv.tile_dim + c] = bf16_to_f32(src[r * kv.tile_dim + c]);

@@ -15,7 +15,7 @@ void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, co
           const float* src = is_v ? v + (t * kv.n_head_kv + h) * dv : k + (t * kv.n_head_kv + h) * dk;
           for (int32_t half = 0; half < kv.n_half; ++half) {
             const uint32_t e = slots[t].table[kv_entry_index(kv, h, is_v, half, block)];
-            uint16_t* dst = reinterpret_cast<uint16_t*>(kv.pages + (uint64_t)e * kv.page_bytes) + row * kv.tile_dim;
+            uint16_t* dst = reinterpret_cast<uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes) + row * kv.tile_dim;
             for (int32_t c = 0; c < kv.tile_dim; ++c) dst[c] = f32_to_bf16(src[half * kv.tile_dim + c]);
           }
         }

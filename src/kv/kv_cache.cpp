@@ -1,7 +1,9 @@
-// kv_cache.cpp — page arena, block tables, reserve / commit / truncate.
+// kv_cache.cpp — block tables over the chunked arena: reserve / commit (finalize, window
+// release) / truncate, and the statistics.
 #include "kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.h"
 
@@ -9,6 +11,7 @@ namespace gaacrt {
 
 struct KVCache::Sequence {
   int32_t len = 0;                  // tokens stored
+  int32_t finalized = 0;            // blocks [0, finalized) have been through finalize
   std::vector<uint32_t> table;      // n_layer * entries_per_layer, host copy
   uint32_t* dev_table = nullptr;    // backend copy (== table.data() on host-memory backends)
 };
@@ -22,80 +25,70 @@ KVCache::KVCache(const ModelConfig& cfg, Backend& be, const KVCacheParams& p) : 
     throw Error("kv", "unsupported_shape", strfmt("key and value head dims differ (%d vs %d)", cfg.head_dim_k, cfg.head_dim_v));
   if (p.n_ctx <= 0) throw Error("kv", "invalid_argument", strfmt("n_ctx = %d must be positive", p.n_ctx));
   if (p.n_seq_max <= 0) throw Error("kv", "invalid_argument", strfmt("n_seq_max = %d must be positive", p.n_seq_max));
-  codec_ = make_codec(p.format, cfg, be);
+  codec_ = make_codec(p.format, cfg, be, p);
   tile_dim_ = std::min(cfg.head_dim_k, KV_TILE_MAX_DIM);
   n_half_ = cfg.head_dim_k / tile_dim_;
   max_blocks_ = ceil_div(p.n_ctx, KV_BLOCK_TOKENS);
   page_bytes_ = (uint64_t)KV_BLOCK_TOKENS * tile_dim_ * 2;
 
+  uint64_t n_pages;
   if (p.budget_bytes > 0) {
-    n_pages_ = p.budget_bytes / page_bytes_;
+    n_pages = p.budget_bytes / page_bytes_;
   } else {
-    // Enough pages for n_seq_max full-length sequences; sliding-window layers hold at most the
-    // window plus one prefill chunk plus the partial block at each end.
+    // Enough raw pages for n_seq_max full-length sequences (compression only ever frees pages);
+    // sliding-window layers hold at most the window plus one prefill chunk plus partial blocks.
     uint64_t per_seq = 0;
     for (int il = 0; il < cfg.n_layer; ++il) {
       int32_t blocks = max_blocks_;
-      if (cfg.is_swa(il))
-        blocks = std::min(blocks, ceil_div(cfg.sliding_window + p.n_ubatch, KV_BLOCK_TOKENS) + 2);
+      if (cfg.is_swa(il)) blocks = std::min(blocks, ceil_div(cfg.sliding_window + p.n_ubatch, KV_BLOCK_TOKENS) + 2);
       per_seq += (uint64_t)blocks * cfg.n_head_kv * 2 * n_half_;
     }
-    n_pages_ = per_seq * p.n_seq_max;
+    n_pages = per_seq * p.n_seq_max;
   }
-  if (n_pages_ == 0 || n_pages_ >= KV_ENTRY_SLOT)
-    throw Error("kv", "invalid_argument", strfmt("cache arena of %llu pages is out of range", (unsigned long long)n_pages_));
-  arena_ = static_cast<uint8_t*>(be_.alloc(n_pages_ * page_bytes_));
-  free_pages_.reserve(n_pages_);
-  for (uint64_t i = n_pages_; i-- > 0;) free_pages_.push_back((uint32_t)i);  // pop_back gives 0, 1, ...
+  const uint64_t n_chunks = (n_pages + KV_CHUNK_PAGES - 1) / KV_CHUNK_PAGES;
+  if (n_chunks == 0) throw Error("kv", "invalid_argument", strfmt("a KV budget of %llu bytes holds no page of %llu bytes",
+                                                                  (unsigned long long)p.budget_bytes, (unsigned long long)page_bytes_));
+  arena_ = std::make_unique<KVArena>(n_chunks, page_bytes_);
+  for (int cls = 0; cls < 2; ++cls) arena_->set_slot_bytes(cls, codec_->slot_bytes(tile_dim_, cls == 1));
+  arena_mem_ = static_cast<uint8_t*>(be_.alloc(n_chunks * arena_->chunk_bytes()));
 }
 
 KVCache::~KVCache() {
   for (auto& s : seqs_)
     if (s && s->dev_table != s->table.data()) be_.free(s->dev_table);
-  be_.free(arena_);
+  if (dev_jobs_ && dev_jobs_ != jobs_.data()) be_.free(dev_jobs_);
+  be_.free(arena_mem_);
 }
 
 int64_t KVCache::table_entries_per_layer() const { return (int64_t)cfg_.n_head_kv * 2 * n_half_ * max_blocks_; }
+int64_t KVCache::entry_index(int h, int is_v, int half, int32_t b) const {
+  return (((int64_t)h * 2 + is_v) * n_half_ + half) * max_blocks_ + b;
+}
 
 int KVCache::new_sequence() {
   auto s = std::make_unique<Sequence>();
   s->table.assign(table_entries_per_layer() * cfg_.n_layer, KV_ENTRY_EMPTY);
-  if (be_.shares_host_memory()) {
-    s->dev_table = s->table.data();
-  } else {
-    s->dev_table = static_cast<uint32_t*>(be_.alloc(s->table.size() * sizeof(uint32_t)));
-  }
-  for (size_t i = 0; i < seqs_.size(); ++i)
-    if (!seqs_[i]) {
-      seqs_[i] = std::move(s);
-      sync_table((int)i);
-      return (int)i;
-    }
-  seqs_.push_back(std::move(s));
-  sync_table((int)seqs_.size() - 1);
-  return (int)seqs_.size() - 1;
+  s->dev_table = be_.shares_host_memory() ? s->table.data()
+                                          : static_cast<uint32_t*>(be_.alloc(s->table.size() * sizeof(uint32_t)));
+  size_t id = 0;
+  while (id < seqs_.size() && seqs_[id]) ++id;
+  if (id == seqs_.size()) seqs_.emplace_back();
+  seqs_[id] = std::move(s);
+  sync_table((int)id);
+  return (int)id;
 }
 
 void KVCache::free_sequence(int seq) {
   Sequence& s = *seqs_.at(seq);
-  for (uint32_t& e : s.table) release_entry(e);
+  for (uint32_t& e : s.table) {
+    arena_->free_entry(e);
+    e = KV_ENTRY_EMPTY;
+  }
   if (s.dev_table != s.table.data()) be_.free(s.dev_table);
   seqs_[seq].reset();
 }
 
 int32_t KVCache::length(int seq) const { return seqs_.at(seq)->len; }
-
-uint32_t KVCache::alloc_page() {
-  const uint32_t p = free_pages_.back();
-  free_pages_.pop_back();
-  return p;
-}
-
-void KVCache::release_entry(uint32_t& e) {
-  if (e == KV_ENTRY_EMPTY) return;
-  if (!(e & KV_ENTRY_SLOT)) free_pages_.push_back(e);
-  e = KV_ENTRY_EMPTY;
-}
 
 // Calls f(entry) for every tile entry of the blocks that appending n tokens to s touches
 // beyond its current length (entries already allocated by an earlier, failed step included).
@@ -107,7 +100,7 @@ void KVCache::for_new_entries(Sequence& s, int32_t n, F&& f) {
     for (int h = 0; h < cfg_.n_head_kv; ++h)
       for (int kv = 0; kv < 2; ++kv)
         for (int half = 0; half < n_half_; ++half)
-          for (int32_t b = b0; b < b1; ++b) f(t[(((int64_t)h * 2 + kv) * n_half_ + half) * max_blocks_ + b]);
+          for (int32_t b = b0; b < b1; ++b) f(t[entry_index(h, kv, half, b)]);
   }
 }
 
@@ -126,15 +119,16 @@ void KVCache::reserve_batch(const std::vector<std::pair<int, int32_t>>& seq_n) {
                                                seq, s.len, n, params_.n_ctx));
     for_new_entries(s, n, [&](uint32_t& e) { pages += e == KV_ENTRY_EMPTY; });
   }
-  if (pages > free_pages_.size())
-    throw Error("kv", "arena_full", strfmt("KV arena full: this step needs %llu pages of %llu bytes, %zu are free "
-                                           "(arena %llu pages); end or truncate a sequence, or give the cache more memory",
-                                           (unsigned long long)pages, (unsigned long long)page_bytes_, free_pages_.size(),
-                                           (unsigned long long)n_pages_));
+  if (pages > arena_->pages_available())
+    throw Error("kv", "arena_full", strfmt("KV arena full: this step needs %llu pages of %llu bytes, %llu are free "
+                                           "(arena %llu chunks of %u pages); end or truncate a sequence, or give the "
+                                           "cache more memory", (unsigned long long)pages, (unsigned long long)page_bytes_,
+                                           (unsigned long long)arena_->pages_available(),
+                                           (unsigned long long)arena_->n_chunks(), KV_CHUNK_PAGES));
   for (auto [seq, n] : seq_n) {
     bool changed = false;
     for_new_entries(*seqs_[seq], n, [&](uint32_t& e) {
-      if (e == KV_ENTRY_EMPTY) { e = alloc_page(); changed = true; }
+      if (e == KV_ENTRY_EMPTY) { e = arena_->alloc_page(); changed = true; }
     });
     if (changed) sync_table(seq);
   }
@@ -148,13 +142,84 @@ void KVCache::commit(int seq, int32_t n) {
   sync_table(seq);
 }
 
-// Compressed formats move full blocks into slots here (GAAC, E8: issues 5 and 6).
-void KVCache::finalize_ready(int) {
-  if (codec_->slot_bytes(tile_dim_, false) == 0) return;
+// A format that calibrates itself reads the raw KV of the first prefill (the blocks about to be
+// finalized and the tail), layer by layer, fits its parameters and freezes them.
+void KVCache::calibrate_online(int seq) {
+  Sequence& s = *seqs_[seq];
+  const int32_t n_tok = s.len;
+  const int32_t d = cfg_.head_dim_k, H = cfg_.n_head_kv;
+  std::vector<uint16_t> page(page_bytes_ / 2), k((size_t)n_tok * H * d), v(k.size());
+  for (int il = 0; il < cfg_.n_layer; ++il) {
+    const uint32_t* t = s.table.data() + il * table_entries_per_layer();
+    int32_t first = 0;  // a sliding-window layer may have released its oldest blocks already
+    while (first < n_tok && t[entry_index(0, 0, 0, first / KV_BLOCK_TOKENS)] == KV_ENTRY_EMPTY) first += KV_BLOCK_TOKENS;
+    for (int h = 0; h < H; ++h)
+      for (int is_v = 0; is_v < 2; ++is_v)
+        for (int half = 0; half < n_half_; ++half)
+          for (int32_t b = first / KV_BLOCK_TOKENS; b < ceil_div(n_tok, KV_BLOCK_TOKENS); ++b) {
+            be_.download(page.data(), arena_mem_ + (uint64_t)t[entry_index(h, is_v, half, b)] * page_bytes_, page_bytes_);
+            for (int32_t r = 0; r < KV_BLOCK_TOKENS && b * KV_BLOCK_TOKENS + r < n_tok; ++r) {
+              const int32_t tok = b * KV_BLOCK_TOKENS + r - first;
+              uint16_t* dst = (is_v ? v : k).data() + ((size_t)tok * H + h) * d + half * tile_dim_;
+              std::memcpy(dst, page.data() + r * tile_dim_, tile_dim_ * 2);
+            }
+          }
+    codec_->calibrate_add(il, k.data(), v.data(), n_tok - first);
+  }
+  codec_->calibrate_finish(n_tok);
+  for (int cls = 0; cls < 2; ++cls) arena_->set_slot_bytes(cls, codec_->slot_bytes(tile_dim_, cls == 1));
+}
+
+// Blocks the format wants compressed: complete, and older than its raw window.
+void KVCache::finalize_ready(int seq) {
+  Sequence& s = *seqs_[seq];
+  if (params_.format == KVFormat::BF16) return;
+  const int32_t ready_blocks = std::max(0, (s.len - codec_->raw_window()) / KV_BLOCK_TOKENS);
+  if (ready_blocks <= s.finalized) return;
+  if (!codec_->ready()) calibrate_online(seq);
+  for (int il = 0; il < cfg_.n_layer; ++il) {
+    uint32_t* t = s.table.data() + il * table_entries_per_layer();
+    jobs_.clear();
+    for (int32_t b = s.finalized; b < ready_blocks; ++b)
+      for (int h = 0; h < cfg_.n_head_kv; ++h)
+        for (int is_v = 0; is_v < 2; ++is_v)
+          for (int half = 0; half < n_half_; ++half) {
+            const uint32_t e = t[entry_index(h, is_v, half, b)];
+            if (e == KV_ENTRY_EMPTY || (e & KV_ENTRY_SLOT)) continue;  // released, or already a slot
+            const uint32_t slot = arena_->alloc_slot(is_v);
+            if (slot == KV_ENTRY_EMPTY) continue;  // no room for a slot: the tile keeps its page
+            jobs_.push_back({h, is_v, half, b, e, slot, 0, 0});
+          }
+    if (jobs_.empty()) continue;
+    KVFinalizeJob* jobs = jobs_.data();
+    if (!be_.shares_host_memory()) {
+      if (dev_jobs_cap_ < jobs_.size()) {
+        if (dev_jobs_) be_.free(dev_jobs_);
+        dev_jobs_cap_ = jobs_.size() * 2;
+        dev_jobs_ = static_cast<KVFinalizeJob*>(be_.alloc(dev_jobs_cap_ * sizeof(KVFinalizeJob)));
+      }
+      be_.upload(dev_jobs_, jobs_.data(), jobs_.size() * sizeof(KVFinalizeJob));
+      jobs = dev_jobs_;
+    }
+    be_.kv_finalize(layer_view(il), jobs, (int64_t)jobs_.size());
+    if (jobs != jobs_.data()) be_.download(jobs_.data(), jobs, jobs_.size() * sizeof(KVFinalizeJob));
+    const KVLayerView view = layer_view(il);
+    for (const KVFinalizeJob& j : jobs_) {
+      uint32_t& e = t[entry_index(j.head, j.is_v, j.half, j.block)];
+      codec_->account(j, be_.shares_host_memory() ? kv_entry_ptr(view, j.slot, j.is_v) : nullptr, stats_[j.is_v]);
+      if (j.fits) {
+        arena_->free_page(e);
+        e = j.slot;
+      } else {
+        arena_->free_slot(j.slot);
+      }
+    }
+  }
+  s.finalized = ready_blocks;
 }
 
 // Sliding-window layers: a block whose last token can no longer be seen by any future query
-// (next query at position len: key j visible iff len - j < window) gives its pages back.
+// (next query at position len: key j visible iff len - j < window) gives its storage back.
 void KVCache::release_out_of_window(int seq) {
   Sequence& s = *seqs_[seq];
   if (cfg_.sliding_window <= 0) return;
@@ -166,37 +231,54 @@ void KVCache::release_out_of_window(int seq) {
     for (int h = 0; h < cfg_.n_head_kv; ++h)
       for (int kv = 0; kv < 2; ++kv)
         for (int half = 0; half < n_half_; ++half)
-          for (int32_t b = 0; b < dead_blocks; ++b)
-            release_entry(t[(((int64_t)h * 2 + kv) * n_half_ + half) * max_blocks_ + b]);
+          for (int32_t b = 0; b < dead_blocks; ++b) {
+            uint32_t& e = t[entry_index(h, kv, half, b)];
+            arena_->free_entry(e);
+            e = KV_ENTRY_EMPTY;
+          }
   }
 }
 
-bool KVCache::truncate(int seq, int32_t n) {
+int32_t KVCache::truncate(int seq, int32_t n) {
   Sequence& s = *seqs_.at(seq);
   if (n < 0 || n > s.len) throw Error("kv", "invalid_argument", strfmt("truncate(%d): sequence has %d tokens", n, s.len));
-  // Tokens still needed: [0, n) on global layers, [n - window + 1, n) on sliding-window layers.
-  // If one of those blocks was released (or compressed lossily, issue 6) the cache cannot keep them.
-  bool representable = true;
-  const int32_t keep_blocks = ceil_div(n, KV_BLOCK_TOKENS);
-  for (int il = 0; il < cfg_.n_layer && representable; ++il) {
-    const uint32_t* t = s.table.data() + il * table_entries_per_layer();
-    int32_t first_needed = 0;
-    if (cfg_.is_swa(il)) first_needed = std::max(0, n - cfg_.sliding_window) / KV_BLOCK_TOKENS;
-    for (int32_t b = first_needed; b < keep_blocks && representable; ++b)
-      if (t[b] == KV_ENTRY_EMPTY) representable = false;  // head 0, K, half 0 stands for the block
+  int32_t keep = n;
+  // The partial block at n, if already finalized, cannot take new tokens: cut back to its start.
+  if (n % KV_BLOCK_TOKENS != 0 && n / KV_BLOCK_TOKENS < s.finalized) keep = n / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS;
+  // A lossy format: a block that a fresh run of `keep` tokens would still hold raw (inside the
+  // raw window) but that was compressed since must be recomputed.
+  if (!codec_->lossless()) {
+    const int32_t raw_from = std::max(0, keep - codec_->raw_window()) / KV_BLOCK_TOKENS;  // first block raw at keep
+    if (raw_from < s.finalized) keep = std::min(keep, raw_from * KV_BLOCK_TOKENS);
   }
-  if (!representable) return false;
+  // Sliding-window layers need [keep - window + 1, keep): if any of those blocks was released,
+  // nothing short of a full re-evaluation brings them back.
+  for (int il = 0; il < cfg_.n_layer && keep > 0; ++il) {
+    if (!cfg_.is_swa(il)) continue;
+    const uint32_t* t = s.table.data() + il * table_entries_per_layer();
+    const int32_t first_needed = std::max(0, keep - cfg_.sliding_window + 1) / KV_BLOCK_TOKENS;
+    for (int32_t b = first_needed; b < ceil_div(keep, KV_BLOCK_TOKENS); ++b)
+      if (t[entry_index(0, 0, 0, b)] == KV_ENTRY_EMPTY) {
+        keep = 0;
+        break;
+      }
+  }
+  const int32_t keep_blocks = ceil_div(keep, KV_BLOCK_TOKENS);
   for (int il = 0; il < cfg_.n_layer; ++il) {
     uint32_t* t = s.table.data() + il * table_entries_per_layer();
     for (int h = 0; h < cfg_.n_head_kv; ++h)
       for (int kv = 0; kv < 2; ++kv)
         for (int half = 0; half < n_half_; ++half)
-          for (int32_t b = keep_blocks; b < max_blocks_; ++b)
-            release_entry(t[(((int64_t)h * 2 + kv) * n_half_ + half) * max_blocks_ + b]);
+          for (int32_t b = keep == 0 ? 0 : keep_blocks; b < max_blocks_; ++b) {
+            uint32_t& e = t[entry_index(h, kv, half, b)];
+            arena_->free_entry(e);
+            e = KV_ENTRY_EMPTY;
+          }
   }
-  s.len = n;
+  s.len = keep;
+  s.finalized = std::min(s.finalized, keep / KV_BLOCK_TOKENS);
   sync_table(seq);
-  return true;
+  return keep;
 }
 
 void KVCache::sync_table(int seq) {
@@ -214,10 +296,11 @@ KVLayerView KVCache::layer_view(int il) const {
   v.tile_dim = tile_dim_;
   v.n_half = n_half_;
   v.max_blocks = max_blocks_;
-  v.pages = arena_;
+  v.arena = arena_mem_;
   v.page_bytes = page_bytes_;
-  v.slots = nullptr;
-  v.slot_bytes = 0;
+  v.chunk_bytes = arena_->chunk_bytes();
+  v.slot_bytes[0] = arena_->slot_bytes(0);
+  v.slot_bytes[1] = arena_->slot_bytes(1);
   v.codec = codec_->layer_state(il);
   return v;
 }
@@ -228,17 +311,25 @@ const uint32_t* KVCache::table(int seq, int il) const {
 
 KVStats KVCache::stats() const {
   KVStats st;
-  st.arena_bytes = n_pages_ * page_bytes_;
-  st.pages_free = free_pages_.size();
-  st.raw_pages_used = n_pages_ - free_pages_.size();
+  st.arena_bytes = arena_->n_chunks() * arena_->chunk_bytes();
+  st.pages_free = arena_->pages_available();
+  st.raw_pages_used = arena_->pages_used();
+  st.slots_used = arena_->slots_used(0) + arena_->slots_used(1);
   uint64_t table_bytes = 0;
   for (auto& s : seqs_) {
     if (!s) continue;
     st.tokens += s->len;
-    table_bytes += s->table.size() * sizeof(uint32_t);
+    for (uint32_t e : s->table) {
+      if (e == KV_ENTRY_EMPTY) continue;
+      table_bytes += sizeof(uint32_t);
+      (e & KV_ENTRY_SLOT ? st.tiles_slot : st.tiles_raw) += 1;
+    }
   }
-  st.bf16_bytes = st.tokens * cfg_.n_layer * cfg_.n_head_kv * (uint64_t)(cfg_.head_dim_k + cfg_.head_dim_v) * 2;
-  st.resident_bytes = st.raw_pages_used * page_bytes_ + table_bytes;
+  st.bf16_bytes = (st.tiles_raw + st.tiles_slot) * page_bytes_;
+  st.resident_bytes = st.raw_pages_used * page_bytes_ + arena_->slots_used(0) * arena_->slot_bytes(0) +
+                      arena_->slots_used(1) * arena_->slot_bytes(1) + table_bytes;
+  st.codec[0] = stats_[0];
+  st.codec[1] = stats_[1];
   return st;
 }
 

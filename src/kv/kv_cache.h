@@ -1,11 +1,13 @@
-// kv_cache.h — the paged KV cache: one arena of 16-token pages, per-sequence block tables,
-// the fill-then-finalize lifecycle and per-format accounting (DESIGN.md "KV cache").
+// kv_cache.h — the paged KV cache: one arena of 16-token pages and compressed slots (kv_arena.h),
+// per-sequence block tables, the fill-then-finalize lifecycle and per-format accounting
+// (DESIGN.md "KV cache").
 //
 // Host-side bookkeeping lives here; the bytes live in backend memory and are written and read
 // only by the backend's kv_store / kv_finalize / attention ops through KVLayerView.
 // A cache belongs to one model and format; several sequences share its arena (batched decode).
 // Running out of pages is Error("kv", "arena_full") raised *before* anything is modified, so a
-// failed step leaves every sequence as it was.
+// failed step leaves every sequence as it was. Finalization never fails: a tile that does not
+// fit its slot, or finds no room for one, keeps its raw page.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "kv_arena.h"
 #include "kv_format.h"
 #include "kv_view.h"
 #include "model/config.h"
@@ -25,6 +28,8 @@ struct KVCacheParams {
   int32_t n_seq_max = 1;         // sequences sized for when budget_bytes == 0
   uint64_t budget_bytes = 0;     // arena size; 0 = enough for n_seq_max sequences of n_ctx tokens
   int32_t n_ubatch = 512;        // largest prefill chunk (sizes sliding-window layers' pages)
+  std::string calibration;       // GAAC: sidecar path ("" = beside the model, else online)
+  std::string model_path;        // where to look for a sidecar
 };
 
 struct KVStats {
@@ -32,7 +37,9 @@ struct KVStats {
   uint64_t resident_bytes = 0;   // pages and slots in use + block-table entries
   uint64_t raw_pages_used = 0, slots_used = 0, pages_free = 0;
   uint64_t tokens = 0;           // token positions stored (all live sequences)
-  uint64_t bf16_bytes = 0;       // what the same tokens would take as BF16 (windows excluded)
+  uint64_t bf16_bytes = 0;       // what the same tiles would take as BF16
+  uint64_t tiles_raw = 0, tiles_slot = 0;  // tiles in each class (live sequences)
+  CodecStats codec[2];           // per K / V: what the format measured at finalize
 };
 
 class KVCache {
@@ -43,24 +50,25 @@ class KVCache {
   KVCache& operator=(const KVCache&) = delete;
 
   int new_sequence();                    // an empty sequence; returns its id
-  void free_sequence(int seq);           // returns its pages to the arena
+  void free_sequence(int seq);           // returns its pages and slots to the arena
   int32_t length(int seq) const;         // tokens stored
   int32_t n_ctx() const { return params_.n_ctx; }
   const KVCacheParams& params() const { return params_; }
-  const KVCodec& codec() const { return *codec_; }
+  KVCodec& codec() { return *codec_; }
 
   // Before a step appends n tokens to `seq`: checks the context limit and that the arena can hold
   // the new blocks, then allocates them. Throws context_full / arena_full without side effects.
   void reserve(int seq, int32_t n);
   // Pages for several sequences at once (one batched step): all or nothing.
   void reserve_batch(const std::vector<std::pair<int, int32_t>>& seq_n);
-  // After the step's kv_store: the sequence is n tokens longer; full blocks are finalized
-  // (compressed where the format says so) and sliding-window blocks no longer visible released.
+  // After the step's kv_store: the sequence is n tokens longer; blocks the format wants
+  // compressed are finalized and sliding-window blocks no longer visible released.
   void commit(int seq, int32_t n);
-  // Drops tokens at positions >= n. Returns false when the cache cannot represent the first n
-  // tokens any more (a compressed lossy block or a released sliding-window block would be needed):
-  // the caller must then clear the sequence and re-prefill from its token history.
-  bool truncate(int seq, int32_t n);
+  // Drops tokens at positions >= n, and returns how many leading tokens the cache still holds
+  // exactly as a fresh run of n tokens would (<= n): a block compressed since (the partial block
+  // at n, a lossy block back inside E8's raw window) or released by a sliding window cannot be
+  // kept. The cache is cut to that many; the caller re-evaluates the rest from its history.
+  int32_t truncate(int seq, int32_t n);
 
   KVLayerView layer_view(int il) const;
   const uint32_t* table(int seq, int il) const;  // backend-visible block table of one layer
@@ -68,15 +76,14 @@ class KVCache {
 
  private:
   struct Sequence;
-  struct Tile;
   int64_t table_entries_per_layer() const;
+  int64_t entry_index(int head, int is_v, int half, int32_t block) const;
   template <typename F>
   void for_new_entries(Sequence& s, int32_t n, F&& f);
-  uint32_t alloc_page();
-  void release_entry(uint32_t& e);
   void sync_table(int seq);
   void finalize_ready(int seq);
   void release_out_of_window(int seq);
+  void calibrate_online(int seq);
 
   const ModelConfig& cfg_;
   Backend& be_;
@@ -85,10 +92,13 @@ class KVCache {
   int32_t tile_dim_, n_half_;
   int32_t max_blocks_;
   uint64_t page_bytes_;
-  uint64_t n_pages_ = 0;
-  uint8_t* arena_ = nullptr;             // backend memory
-  std::vector<uint32_t> free_pages_;
+  std::unique_ptr<KVArena> arena_;
+  uint8_t* arena_mem_ = nullptr;         // backend memory
   std::vector<std::unique_ptr<Sequence>> seqs_;
+  CodecStats stats_[2];                   // per K / V, over every finalize so far
+  std::vector<KVFinalizeJob> jobs_;       // scratch (host); uploaded per layer when needed
+  KVFinalizeJob* dev_jobs_ = nullptr;     // backend copy (== jobs_.data() on host-memory backends)
+  size_t dev_jobs_cap_ = 0;
 };
 
 }  // namespace gaacrt

@@ -34,7 +34,7 @@ const char* kv_format_name(KVFormat f) {
   return "?";
 }
 
-std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig&, Backend&) {
+std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig&, Backend&, const KVCacheParams&) {
   if (f == KVFormat::BF16) return std::make_unique<Bf16Codec>();
   throw Error("kv", "unsupported_format", strfmt("cache format '%s' is not implemented yet", kv_format_name(f)));
 }

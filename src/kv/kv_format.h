@@ -11,23 +11,44 @@ namespace gaacrt {
 
 class Backend;
 struct ModelConfig;
+struct KVCacheParams;
+
+// What a format measured while finalizing tiles (per K or V), for kv_stats().
+struct CodecStats {
+  uint64_t tiles_encoded = 0;    // tiles that moved into slots
+  uint64_t tiles_raw = 0;        // tiles that stayed raw (did not fit, or no room for a slot)
+  uint64_t groups[3] = {0, 0, 0};  // GAAC: 3-bit / 4-bit / raw groups of the encoded tiles
+  uint64_t used_bytes = 0;       // bytes the encodings actually use (fixed parts + escapes)
+  uint64_t bf16_bytes = 0;       // BF16 bytes of the encoded tiles
+};
 
 class KVCodec {
  public:
   virtual ~KVCodec() = default;
   virtual KVFormat format() const = 0;
   virtual const char* name() const = 0;
-  // Bytes of one compressed tile (16 tokens x tile_dim channels); 0 when the format has none.
+  // Bytes of one compressed tile (16 tokens x tile_dim channels); 0 when the format has none or
+  // is not calibrated yet.
   virtual uint64_t slot_bytes(int32_t tile_dim, bool is_v) const = 0;
   // Newest tokens kept raw before a full block is finalized (E8: 128; GAAC: 0 = on the 16th token).
   virtual int32_t raw_window() const { return 0; }
+  // False while the format still needs an online calibration from the first prefill's raw KV.
+  virtual bool ready() const { return true; }
+  // Online calibration: one layer's K and V as BF16 bits [n_tokens][n_head_kv][head_dim] each,
+  // layer by layer, then finish(). Called once, before the first finalize.
+  virtual void calibrate_add(int32_t layer, const uint16_t* k, const uint16_t* v, int64_t n_tokens) {}
+  virtual void calibrate_finish(int32_t n_tokens) {}
   // Device pointer to the format's state for one layer, or null.
   virtual const void* layer_state(int32_t layer) const { return nullptr; }
+  // After kv_finalize: account one job's outcome (reads the slot on host-memory backends).
+  virtual void account(const KVFinalizeJob& job, const uint8_t* slot, CodecStats& into) const {}
+  // Can the tiles of a compressed block be restored exactly (truncate inside it keeps the cache)?
+  virtual bool lossless() const { return true; }
 };
 
 // Throws Error("kv", "unknown_format") for a name that is not a cache format.
 KVFormat parse_kv_format(const std::string& name);
 const char* kv_format_name(KVFormat f);
-std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig& cfg, Backend& be);
+std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig& cfg, Backend& be, const KVCacheParams& p);
 
 }  // namespace gaacrt

@@ -17,6 +17,10 @@ constexpr int32_t KV_BLOCK_TOKENS = 16;
 constexpr int32_t KV_TILE_MAX_DIM = 128;
 constexpr uint32_t KV_ENTRY_EMPTY = 0xFFFFFFFFu;
 constexpr uint32_t KV_ENTRY_SLOT = 0x80000000u;
+constexpr uint32_t KV_CHUNK_PAGES = 32;
+constexpr uint32_t KV_SLOT_SUB_BITS = 8;
+constexpr uint32_t KV_SLOT_SUB_MASK = (1u << KV_SLOT_SUB_BITS) - 1u;
+constexpr uint32_t KV_SLOTS_PER_CHUNK_MAX = 1u << KV_SLOT_SUB_BITS;
 
 enum class KVFormat : int32_t { BF16 = 0, GAAC = 1, E8 = 2, Q8 = 3, KIVI2 = 4, FP8_E4M3_GAAC = 5, FP8_E5M2_GAAC = 6 };
 
@@ -29,12 +33,20 @@ struct KVLayerView {
   int32_t tile_dim;        // min(head_dim, 128)
   int32_t n_half;          // head_dim / tile_dim (2 for a 256-dim head)
   int32_t max_blocks;      // block-table row length
-  uint8_t* pages;          // raw BF16 pages
+  uint8_t* arena;          // raw BF16 pages and compressed slots
   uint64_t page_bytes;     // KV_BLOCK_TOKENS * tile_dim * 2
-  uint8_t* slots;          // compressed slots (null for BF16)
-  uint64_t slot_bytes;
+  uint64_t chunk_bytes;    // KV_CHUNK_PAGES * page_bytes
+  uint64_t slot_bytes[2];  // compressed slot of a K / V tile (0: the format has none)
   const void* codec;       // format-specific per-layer state (GAAC bases, E8 rotation, ...) or null
 };
+
+// Address of a tile's bytes from its block-table entry (raw page or slot).
+GAACRT_HD bool kv_entry_is_slot(uint32_t e) { return (e & KV_ENTRY_SLOT) != 0 && e != KV_ENTRY_EMPTY; }
+GAACRT_HD uint8_t* kv_entry_ptr(const KVLayerView& kv, uint32_t e, int32_t is_v) {
+  if (!(e & KV_ENTRY_SLOT)) return kv.arena + (uint64_t)e * kv.page_bytes;
+  const uint32_t chunk = (e & ~KV_ENTRY_SLOT) >> KV_SLOT_SUB_BITS, sub = e & KV_SLOT_SUB_MASK;
+  return kv.arena + (uint64_t)chunk * kv.chunk_bytes + (uint64_t)sub * kv.slot_bytes[is_v];
+}
 
 // Index of a tile's entry in one sequence's per-layer block table.
 GAACRT_HD int64_t kv_entry_index(const KVLayerView& kv, int32_t head, int32_t is_v, int32_t half, int32_t block) {
@@ -49,11 +61,10 @@ struct KVTokenSlot {
 
 // One tile to compress (kv_finalize): the raw page it fills now and the slot reserved for it.
 struct KVFinalizeJob {
-  uint32_t* entry;         // the block-table entry to update when the encoding fits
-  int32_t head, is_v, block;
-  uint32_t raw_page;       // source page
-  uint32_t slot;           // destination slot index
-  int32_t fits;            // out: 1 when the tile moved into the slot
+  int32_t head, is_v, half, block;
+  uint32_t raw_page;       // source: the tile's raw page
+  uint32_t slot;           // destination: a slot entry reserved by the host
+  int32_t fits;            // out: 1 when the tile was encoded into the slot
   int32_t escape_bytes;    // out: bytes of format-specific overflow data used (GAAC escapes)
 };
 

@@ -37,16 +37,13 @@ void Session::eval(const int32_t* tokens, int32_t n, float* all_out) {
 void Session::truncate(int32_t n) {
   if (n < 0 || n > n_past())
     throw Error("runtime", "invalid_argument", strfmt("truncate(%d): the session holds %d tokens", n, n_past()));
-  if (ctx_->cache().truncate(seq_, n)) {
-    history_.resize(n);
-    // Logits of the new last token are not stored; a caller continues by eval()ing a token.
-    return;
-  }
-  // Re-prefill from the history: drop everything, evaluate the first n tokens again.
-  std::vector<int32_t> keep(history_.begin(), history_.begin() + n);
-  ctx_->cache().truncate(seq_, 0);
-  history_.clear();
-  if (!keep.empty()) eval(keep.data(), (int32_t)keep.size());
+  // The cache keeps what it can hold exactly as a fresh run would; the rest is re-evaluated
+  // from the history (a released sliding-window block, a finalized partial block, ...).
+  const int32_t kept = ctx_->cache().truncate(seq_, n);
+  std::vector<int32_t> redo(history_.begin() + kept, history_.begin() + n);
+  history_.resize(kept);
+  if (!redo.empty()) eval(redo.data(), (int32_t)redo.size());
+  // Otherwise the logits of the new last token are not stored; continue by eval()ing a token.
 }
 
 void Session::decode_batch(const std::vector<Session*>& sessions, const std::vector<int32_t>& tokens) {

@@ -10,6 +10,8 @@
 
 #include "bindings.h"
 #include "codec/gaac/calibration.h"
+#include "codec/gaac/fp8_codec.h"
+#include "codec/gaac/gaac_fp8_format.h"
 #include "codec/gaac/gaac_format.h"
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
@@ -152,6 +154,59 @@ void check_kv(const U16& kv, const GaacModelInfo& m, bool is_v, const char* op) 
     throw nb::value_error(strfmt("%s: kv must be uint16 (n_tokens, %d, %d)", op, m.n_head_kv, m.head_dim(is_v)).c_str());
 }
 
+
+int32_t parse_fp8(const std::string& k) {
+  if (k == "e4m3") return GAAC_FP8_E4M3;
+  if (k == "e5m2") return GAAC_FP8_E5M2;
+  throw nb::value_error(("unknown FP8 kind '" + k + "' (expected 'e4m3' or 'e5m2')").c_str());
+}
+
+GaacElement parse_element(const std::string& e) {
+  if (e == "bf16") return GaacElement::BF16;
+  if (e == "fp8_e4m3" || e == "e4m3") return GaacElement::FP8_E4M3;
+  if (e == "fp8_e5m2" || e == "e5m2") return GaacElement::FP8_E5M2;
+  throw nb::value_error(("unknown element '" + e + "' (expected 'bf16', 'fp8_e4m3' or 'fp8_e5m2')").c_str());
+}
+
+nb::tuple fp8_encode_tiles(const std::string& kind_name, U8 fp8, U8 b2, U8 b3, uint32_t capacity) {
+  const int32_t k = parse_fp8(kind_name);
+  if (fp8.ndim() < 2 || fp8.shape(fp8.ndim() - 2) != GAAC_TILE_TOKENS)
+    throw nb::value_error("gaac_fp8_encode_tiles: fp8 must be uint8 of shape (..., 16, tile_dim)");
+  const int32_t d = static_cast<int32_t>(fp8.shape(fp8.ndim() - 1));
+  check_dim(d, "gaac_fp8_encode_tiles");
+  const size_t n = fp8.size() / (GAAC_TILE_TOKENS * static_cast<size_t>(d)), sb = gaac_fp8_slot_bytes(k, d, capacity);
+  for (size_t i = 0; i < n; ++i) { tile_bases(b2, n, i, d, "b2"); tile_bases(b3, n, i, d, "b3"); }
+  int32_t* esc;
+  uint8_t* slots;
+  auto esc_arr = owned<int32_t>({n}, &esc);
+  auto slot_arr = owned<uint8_t>({n, sb}, &slots);
+  for (size_t i = 0; i < n; ++i)
+    esc[i] = gaac_fp8_encode_tile(k, fp8.data() + i * GAAC_TILE_TOKENS * d, d, d, tile_bases(b2, n, i, d, "b2"),
+                                  tile_bases(b3, n, i, d, "b3"), capacity, slots + i * sb);
+  return nb::make_tuple(esc_arr, slot_arr);
+}
+
+nb::object fp8_decode_tiles(const std::string& kind_name, U8 slots, int32_t d, U8 b2, U8 b3, uint32_t capacity) {
+  const int32_t k = parse_fp8(kind_name);
+  check_dim(d, "gaac_fp8_decode_tiles");
+  if (slots.ndim() != 2) throw nb::value_error("gaac_fp8_decode_tiles: slots must be uint8 (n, slot_bytes)");
+  const size_t n = slots.shape(0), sb = slots.shape(1);
+  if (sb < gaac_fp8_slot_bytes(k, d, capacity))
+    throw Error("gaac", "truncated", strfmt("gaac_fp8_decode_tiles: slots of %zu bytes, capacity %u needs %u", sb,
+                                            capacity, gaac_fp8_slot_bytes(k, d, capacity)));
+  for (size_t i = 0; i < n; ++i) { tile_bases(b2, n, i, d, "b2"); tile_bases(b3, n, i, d, "b3"); }
+  uint8_t* out;
+  auto arr = owned<uint8_t>({n, static_cast<size_t>(GAAC_TILE_TOKENS), static_cast<size_t>(d)}, &out);
+  for (size_t i = 0; i < n; ++i) {
+    const GaacCheck c = gaac_fp8_decode_rows(k, slots.data() + i * sb, d, capacity, tile_bases(b2, n, i, d, "b2"),
+                                             tile_bases(b3, n, i, d, "b3"), 0xFFFFu, out + i * GAAC_TILE_TOKENS * d, d);
+    if (c.status != GAAC_OK)
+      throw Error("gaac", status_kind(c.status), strfmt("gaac_fp8_decode_tiles: tile %zu: %s (detail %d)", i,
+                                                        status_kind(c.status), c.detail));
+  }
+  return nb::cast(arr);
+}
+
 }  // namespace
 
 void bind_gaac(nb::module_& m) {
@@ -238,6 +293,9 @@ void bind_gaac(nb::module_& m) {
              if (b.size() != static_cast<size_t>(c.model().head_dim(is_v))) throw nb::value_error("set_bases: need head_dim bytes");
              std::memcpy(c.bases(mode, layer, is_v, head), b.data(), b.size());
            }, nb::arg("mode"), nb::arg("layer"), nb::arg("is_v"), nb::arg("head"), nb::arg("bases"))
+      .def("scale", nb::overload_cast<int32_t, bool, int32_t>(&GaacCalibration::scale, nb::const_), nb::arg("layer"),
+           nb::arg("is_v"), nb::arg("head"), "FP8 calibrations: x = fp8 * scale")
+      .def_prop_ro("has_scales", &GaacCalibration::has_scales)
       .def("capacity", &GaacCalibration::capacity, nb::arg("is_v"))
       .def_prop_ro("capacity_shared", &GaacCalibration::capacity_shared)
       .def("set_capacities", nb::overload_cast<uint32_t, uint32_t, uint32_t>(&GaacCalibration::set_capacities),
@@ -277,6 +335,70 @@ void bind_gaac(nb::module_& m) {
         gaac_measure(c, layer, is_v, kv.data(), static_cast<int64_t>(kv.shape(0)), into);
       }, nb::arg("calibration"), nb::arg("layer"), nb::arg("is_v"), nb::arg("kv"), nb::arg("stats"),
       "encode every full 16-token tile of one layer's K or V, check the round trip, add to stats");
+  // ---- FP8 -----------------------------------------------------------------------------------
+  m.def("gaac_fp8_format", [](const std::string& kind, int32_t d) {
+        const int32_t k = parse_fp8(kind);
+        check_dim(d, "gaac_fp8_format");
+        nb::dict r;
+        r["codes_offset"] = gaac_fp8_codes_offset(k, d);
+        r["tags_offset"] = gaac_fp8_tags_offset(k, d);
+        r["fixed_bytes"] = gaac_fp8_fixed_bytes(k, d);
+        r["raw_tile_bytes"] = gaac_fp8_raw_tile_bytes(d);
+        r["max_escape_bytes"] = gaac_fp8_max_escape_bytes(k, d);
+        r["r_bytes"] = gaac_fp8_r_bytes(k);
+        r["max"] = gaac_fp8_max(k);
+        return r;
+      }, nb::arg("kind"), nb::arg("tile_dim"), "byte geometry of an FP8 GAAC tile ('e4m3' or 'e5m2')");
+  m.def("gaac_fp8_from_f32", [](const std::string& kind, nb::ndarray<const float, nb::c_contig, nb::device::cpu> x) {
+        const int32_t k = parse_fp8(kind);
+        uint8_t* out;
+        auto a = owned<uint8_t>({x.size()}, &out);
+        for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<uint8_t>(gaac_fp8_from_f32(k, x.data()[i]));
+        return a;
+      }, nb::arg("kind"), nb::arg("x"), "float32 -> FP8 bits (nearest even, saturating), flattened");
+  m.def("gaac_fp8_to_f32", [](const std::string& kind, U8 b) {
+        const int32_t k = parse_fp8(kind);
+        float* out;
+        auto a = owned<float>({b.size()}, &out);
+        for (size_t i = 0; i < b.size(); ++i) out[i] = gaac_fp8_to_f32(k, b.data()[i]);
+        return a;
+      }, nb::arg("kind"), nb::arg("bits"), "FP8 bits -> float32, flattened");
+  m.def("gaac_fp8_encode_tiles", &fp8_encode_tiles, nb::arg("kind"), nb::arg("fp8"), nb::arg("b2"), nb::arg("b3"),
+        nb::arg("capacity"), "encode FP8 tiles uint8 (..., 16, D): (escape bytes int32 (n,), slots uint8 (n, S))");
+  m.def("gaac_fp8_decode_tiles", &fp8_decode_tiles, nb::arg("kind"), nb::arg("slots"), nb::arg("tile_dim"),
+        nb::arg("b2"), nb::arg("b3"), nb::arg("capacity"), "decode FP8 slots to uint8 (n, 16, D)");
+  m.def("gaac_fp8_validate", [](const std::string& kind, U8 slot, int32_t d, uint32_t capacity, int32_t expected) {
+        const GaacCheck c = gaac_fp8_validate(parse_fp8(kind), slot.data(), static_cast<uint32_t>(slot.size()), d,
+                                              capacity, expected);
+        return nb::make_tuple(status_kind(c.status), c.detail);
+      }, nb::arg("kind"), nb::arg("slot"), nb::arg("tile_dim"), nb::arg("capacity"), nb::arg("expected_escape") = -1);
+  m.def("gaac_fp8_tile_modes", [](const std::string& kind, U8 slot, int32_t d) {
+        const int32_t k = parse_fp8(kind);
+        check_dim(d, "gaac_fp8_tile_modes");
+        if (slot.size() < gaac_fp8_fixed_bytes(k, d)) throw Error("gaac", "truncated", "gaac_fp8_tile_modes: short slot");
+        const GaacModeCounts c = gaac_fp8_tile_modes(k, slot.data(), d);
+        return nb::make_tuple(c.n3, c.n4, c.nraw, c.nbad);
+      }, nb::arg("kind"), nb::arg("slot"), nb::arg("tile_dim"), "(2-bit, 3-bit, raw, reserved) group counts");
+
+  nb::class_<GaacFp8Calibrator>(m, "GaacFp8Calibrator", "FP8 scales and {2-bit, 3-bit} windows from BF16 KV.")
+      .def("__init__", [](GaacFp8Calibrator* self, const GaacModelInfo& mi, const std::string& el) {
+             new (self) GaacFp8Calibrator(mi, parse_element(el));
+           }, nb::arg("model"), nb::arg("element"))
+      .def("add_amax", [](GaacFp8Calibrator& c, int32_t layer, bool is_v, U16 kv) {
+             check_kv(kv, c.model(), is_v, "GaacFp8Calibrator.add_amax");
+             c.add_amax(layer, is_v, kv.data(), static_cast<int64_t>(kv.shape(0)));
+           }, nb::arg("layer"), nb::arg("is_v"), nb::arg("kv"))
+      .def("add", [](GaacFp8Calibrator& c, int32_t layer, bool is_v, U16 kv) {
+             check_kv(kv, c.model(), is_v, "GaacFp8Calibrator.add");
+             c.add(layer, is_v, kv.data(), static_cast<int64_t>(kv.shape(0)));
+           }, nb::arg("layer"), nb::arg("is_v"), nb::arg("kv"))
+      .def("finish", &GaacFp8Calibrator::finish, nb::arg("ctx_len"));
+  m.def("gaac_fp8_measure", [](const GaacCalibration& c, int32_t layer, bool is_v, U16 kv, GaacStats& into) {
+        check_kv(kv, c.model(), is_v, "gaac_fp8_measure");
+        nb::gil_scoped_release nogil;
+        gaac_fp8_measure(c, layer, is_v, kv.data(), static_cast<int64_t>(kv.shape(0)), into);
+      }, nb::arg("calibration"), nb::arg("layer"), nb::arg("is_v"), nb::arg("kv"), nb::arg("stats"),
+      "quantize to the calibration's FP8 type, encode every full tile, check the round trip, add to stats");
 }
 
 }  // namespace gaacrt::py

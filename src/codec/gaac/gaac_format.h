@@ -292,10 +292,9 @@ GAACRT_HD uint32_t gaac_group_x(GaacU32x2 c) { return gaac_gather_bit3(c.lo) | (
 GAACRT_HD uint32_t gaac_group_r(GaacU32x2 c) { return ((c.lo >> 4) & 0x0F0F0F0Fu) | (((c.hi >> 4) & 0x0F0F0F0Fu) << 4); }
 
 // ---- whole-tile reference routines (one thread; kernels use the word functions above) -----------
-// Counts of each tag over a tile (reads only the tag stream).
-GAACRT_HD GaacModeCounts gaac_tile_modes(const GAACRT_DEVICE uint8_t* slot, int32_t d) {
+// Counts of each tag in a tag stream of gaac_lanes(d) uint16 (shared with the FP8 tiles).
+GAACRT_HD GaacModeCounts gaac_tag_counts(const GAACRT_DEVICE uint8_t* tags, int32_t d) {
   GaacModeCounts c = {0, 0, 0, 0};
-  const GAACRT_DEVICE uint8_t* tags = slot + gaac_tags_offset(d);
   for (int32_t l = 0; l < gaac_lanes(d); ++l) {
     const GaacTagMasks m = gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8));
     const uint32_t nx = gaac_popc(m.x), nraw = gaac_popc(m.raw), nbad = gaac_popc(m.bad);
@@ -307,27 +306,19 @@ GAACRT_HD GaacModeCounts gaac_tile_modes(const GAACRT_DEVICE uint8_t* slot, int3
   return c;
 }
 
-// Escape bytes a tile's tags call for (tag 3 counted as raw-sized, so an overrun check on a
-// corrupt tile stays conservative).
-GAACRT_HD uint32_t gaac_tile_escape_bytes(const GAACRT_DEVICE uint8_t* slot, int32_t d) {
-  const GaacModeCounts c = gaac_tile_modes(slot, d);
-  return (c.n4 + c.nraw + c.nbad) + 4u * (c.nraw + c.nbad);
-}
-
-// Checks a slot before anything trusts it. `avail` = bytes readable at `slot`, `capacity` = the
-// slot's escape capacity, `expected_escape` = the count recorded at encode time or -1. Reads
-// nothing past min(avail, fixed + capacity).
-GAACRT_HD GaacCheck gaac_validate(const GAACRT_DEVICE uint8_t* slot, uint32_t avail, int32_t d,
-                                  uint32_t capacity, int32_t expected_escape) {
+// Checks a tile whose tag stream ends its fixed part (every GAAC tile, BF16 or FP8): `avail` =
+// bytes readable at `slot`, `capacity` = the slot's escape capacity, `r_bytes` = R-record bytes per
+// raw group, `expected_escape` = the count recorded at encode time or -1. Reads nothing past
+// min(avail, fixed + capacity): the tags are read only once the fixed part is known to be there.
+GAACRT_HD GaacCheck gaac_validate_tags(const GAACRT_DEVICE uint8_t* slot, uint32_t avail, int32_t d, uint32_t fixed,
+                                       uint32_t r_bytes, uint32_t capacity, int32_t expected_escape) {
   GaacCheck r = {GAAC_OK, 0};
   if (!gaac_tile_dim_ok(d)) { r.status = GAAC_STATUS_BAD_TILE_DIM; r.detail = d; return r; }
-  const uint32_t fixed = gaac_fixed_bytes(d);
   if (avail < fixed) { r.status = GAAC_STATUS_TRUNCATED; r.detail = (int32_t)fixed; return r; }
-  const GAACRT_DEVICE uint8_t* tags = slot + gaac_tags_offset(d);
+  const GAACRT_DEVICE uint8_t* tags = slot + fixed - (uint32_t)d / 2u;
   uint32_t need = 0;
   for (int32_t l = 0; l < gaac_lanes(d); ++l) {
-    const uint32_t t16 = (uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8);
-    const GaacTagMasks m = gaac_tag_masks(t16);
+    const GaacTagMasks m = gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8));
     if (m.bad) {
       int32_t j = 0;
       while (!((m.bad >> (2 * j)) & 1u)) ++j;
@@ -335,7 +326,7 @@ GAACRT_HD GaacCheck gaac_validate(const GAACRT_DEVICE uint8_t* slot, uint32_t av
       r.detail = 8 * l + j;
       return r;
     }
-    need += gaac_lane_escape_bytes(t16);
+    need += gaac_popc(m.x) + r_bytes * gaac_popc(m.raw);
   }
   if (need > capacity) { r.status = GAAC_STATUS_ESCAPE_OVERRUN; r.detail = (int32_t)need; return r; }
   if (avail - fixed < need) { r.status = GAAC_STATUS_TRUNCATED; r.detail = (int32_t)(fixed + need); return r; }
@@ -344,6 +335,25 @@ GAACRT_HD GaacCheck gaac_validate(const GAACRT_DEVICE uint8_t* slot, uint32_t av
     r.detail = (int32_t)need;
   }
   return r;
+}
+
+// Counts of each tag over a BF16 tile (reads only the tag stream).
+GAACRT_HD GaacModeCounts gaac_tile_modes(const GAACRT_DEVICE uint8_t* slot, int32_t d) {
+  return gaac_tag_counts(slot + gaac_tags_offset(d), d);
+}
+
+// Escape bytes a tile's tags call for (tag 3 counted as raw-sized, so an overrun check on a
+// corrupt tile stays conservative).
+GAACRT_HD uint32_t gaac_tile_escape_bytes(const GAACRT_DEVICE uint8_t* slot, int32_t d) {
+  const GaacModeCounts c = gaac_tile_modes(slot, d);
+  return (c.n4 + c.nraw + c.nbad) + 4u * (c.nraw + c.nbad);
+}
+
+// Checks a BF16 slot before anything trusts it (see gaac_validate_tags).
+GAACRT_HD GaacCheck gaac_validate(const GAACRT_DEVICE uint8_t* slot, uint32_t avail, int32_t d,
+                                  uint32_t capacity, int32_t expected_escape) {
+  return gaac_validate_tags(slot, avail, d, gaac_tile_dim_ok(d) ? gaac_fixed_bytes(d) : 0u, 4u, capacity,
+                            expected_escape);
 }
 
 // Encodes raw BF16 [16][d] (row stride `stride` elements) with bases b3[d], b4[d] into `slot`

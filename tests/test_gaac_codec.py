@@ -59,6 +59,8 @@ def check_roundtrip(tiles, b3, b4, capacity=None):
     assert (esc >= 0).all()
     back = C.gaac_decode_tiles(slots, d, b3, b4, cap)
     assert np.array_equal(back, tiles), "decode is not bit-identical"
+    fast = C.gaac_decode_tiles(slots, d, b3, b4, cap, fast=True)
+    assert np.array_equal(fast, tiles), f"the fast ({C.gaac_decode_tile_fast_isa()}) decode is not bit-identical"
     m = modes(slots, d)
     assert np.array_equal(m[:, 1] + 5 * m[:, 2], esc), "escape bytes != 1 per 4-bit + 5 per raw group"
     for i in range(0, len(tiles), max(1, len(tiles) // 4)):  # rows and the validator on a sample
@@ -228,6 +230,7 @@ def test_gaac_reserved_tag_3_is_reported_by_validator_and_decoder(d):
     slot[tags_off + 2 * lane + (2 * j) // 8] |= 3 << ((2 * j) % 8)
     assert C.gaac_validate(slot, d, 256) == ("bad_tag", 8 * lane + j)
     for call in (lambda: C.gaac_decode_tiles(slot[None], d, b3, b4, 256),
+                 lambda: C.gaac_decode_tiles(slot[None], d, b3, b4, 256, fast=True),
                  lambda: C.gaac_decode_row(slot, d, b3, b4, 256, 0)):
         with pytest.raises(gaacrt.GaacrtError) as ei:
             call()
@@ -243,6 +246,9 @@ def test_gaac_escape_overrun_is_reported_not_read(d):
     assert C.gaac_validate(slot, d, 256) == ("escape_overrun", 10 * d)
     with pytest.raises(gaacrt.GaacrtError) as ei:
         C.gaac_decode_tiles(slot[None], d, b3, b4, 256)
+    assert ei.value.kind == "escape_overrun"
+    with pytest.raises(gaacrt.GaacrtError) as ei:
+        C.gaac_decode_tiles(slot[None], d, b3, b4, 256, fast=True)
     assert ei.value.kind == "escape_overrun"
 
 
@@ -294,7 +300,8 @@ def test_gaac_cpp_units_pass_under_address_sanitizer(tmp_path):
     if cxx is None:
         pytest.skip("no C++ compiler on PATH")
     exe = tmp_path / "gaac_asan"
-    src = [ROOT / "tests/cpp/test_main.cpp", ROOT / "tests/cpp/test_gaac_format.cpp", ROOT / "src/common/error.cpp"]
+    src = [ROOT / "tests/cpp/test_main.cpp", ROOT / "tests/cpp/test_gaac_format.cpp", ROOT / "src/common/error.cpp",
+           ROOT / "src/codec/gaac/gaac_host.cpp"]
     build = subprocess.run([cxx, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                             "-fno-omit-frame-pointer", "-ffp-contract=off", f"-I{ROOT / 'src'}",
                             f"-I{ROOT / 'tests/cpp'}", *map(str, src), "-o", str(exe)],

@@ -13,6 +13,7 @@
 #include "codec/gaac/fp8_codec.h"
 #include "codec/gaac/gaac_fp8_format.h"
 #include "codec/gaac/gaac_format.h"
+#include "codec/gaac/gaac_host.h"
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 
@@ -86,7 +87,7 @@ nb::tuple encode_tiles(U16 raw, U8 b3, U8 b4, uint32_t capacity) {
 }
 
 // slots: uint8 (n, S) with S >= fixed + capacity. Returns uint16 (n, 16, D); raises on a bad tile.
-nb::object decode_tiles(U8 slots, int32_t d, U8 b3, U8 b4, uint32_t capacity) {
+nb::object decode_tiles(U8 slots, int32_t d, U8 b3, U8 b4, uint32_t capacity, bool fast) {
   check_dim(d, "gaac_decode_tiles");
   if (slots.ndim() != 2) throw nb::value_error("gaac_decode_tiles: slots must be uint8 of shape (n, slot_bytes)");
   const size_t n = slots.shape(0), sb = slots.shape(1);
@@ -101,8 +102,11 @@ nb::object decode_tiles(U8 slots, int32_t d, U8 b3, U8 b4, uint32_t capacity) {
   {
     nb::gil_scoped_release nogil;
     for (size_t i = 0; i < n && bad.status == GAAC_OK; ++i) {
-      const GaacCheck c = gaac_decode_tile(slots.data() + i * sb, d, capacity, tile_bases(b3, n, i, d, "b3"),
-                                           tile_bases(b4, n, i, d, "b4"), out + i * GAAC_TILE_TOKENS * d, d);
+      const uint8_t* s = slots.data() + i * sb;
+      const uint8_t *p3 = tile_bases(b3, n, i, d, "b3"), *p4 = tile_bases(b4, n, i, d, "b4");
+      uint16_t* o = out + i * GAAC_TILE_TOKENS * d;
+      const GaacCheck c = fast ? gaac_decode_tile_fast(s, d, capacity, p3, p4, o, d)
+                               : gaac_decode_tile(s, d, capacity, p3, p4, o, d);
       if (c.status != GAAC_OK) { bad = c; bad_i = i; }
     }
   }
@@ -215,8 +219,10 @@ void bind_gaac(nb::module_& m) {
         "encode BF16 tiles uint16 (..., 16, D) with bases (D,) or (n, D); returns (escape bytes int32 (n,) with -1 "
         "where a tile does not fit, slots uint8 (n, fixed + capacity))");
   m.def("gaac_decode_tiles", &decode_tiles, nb::arg("slots"), nb::arg("tile_dim"), nb::arg("b3"), nb::arg("b4"),
-        nb::arg("capacity"), "decode slots uint8 (n, >= fixed + capacity) to BF16 uint16 (n, 16, D); GaacrtError "
-        "(kind bad_tag / escape_overrun / ...) for a corrupt tile");
+        nb::arg("capacity"), nb::arg("fast") = false,
+        "decode slots uint8 (n, >= fixed + capacity) to BF16 uint16 (n, 16, D); GaacrtError (kind bad_tag / "
+        "escape_overrun / ...) for a corrupt tile. fast=True: gaac_decode_tile_fast (SIMD interleave)");
+  m.def("gaac_decode_tile_fast_isa", &gaac_decode_tile_fast_isa);
   m.def("gaac_decode_row", &decode_row, nb::arg("slot"), nb::arg("tile_dim"), nb::arg("b3"), nb::arg("b4"),
         nb::arg("capacity"), nb::arg("token"), "decode one token row of one slot: uint16 (D,)");
   m.def("gaac_validate", [](U8 slot, int32_t d, uint32_t capacity, int32_t expected) {

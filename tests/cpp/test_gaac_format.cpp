@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "codec/gaac/gaac_format.h"
+#include "codec/gaac/gaac_host.h"
 #include "test_harness.h"
 
 namespace {
@@ -143,6 +144,9 @@ void roundtrip_all_patterns(int32_t d, int mode) {
     std::vector<uint16_t> back(16 * d);
     const GaacCheck c = gaac_decode_tile(slot.data(), d, cap, b3.data(), b4.data(), back.data(), d);
     CHECK(c.status == GAAC_OK && back == raw, strfmt("d %d mode %d tile %d: status %d or bits differ", d, mode, ti, c.status));
+    std::vector<uint16_t> fast(16 * d);
+    const GaacCheck cf = gaac_decode_tile_fast(slot.data(), d, cap, b3.data(), b4.data(), fast.data(), d);
+    CHECK(cf.status == GAAC_OK && fast == raw, strfmt("fast (%s) decode: d %d mode %d tile %d", gaac_decode_tile_fast_isa(), d, mode, ti));
   }
 }
 
@@ -187,9 +191,17 @@ TEST_CASE(gaac_corrupt_slots_are_reported_and_never_read_out_of_bounds) {
     const GaacCheck v = gaac_validate(slot.data(), static_cast<uint32_t>(good.size()), d, cap, -1);
     std::vector<uint16_t> out(16 * d);
     const GaacCheck dec = gaac_decode_tile(slot.data(), d, cap, b3.data(), b4.data(), out.data(), d);
-    const GaacCheck row = gaac_decode_row(slot.data(), d, cap, b3.data(), b4.data(), static_cast<int32_t>(rng() % 16), out.data());
-    CHECK(dec.status == v.status && row.status == v.status,
-          strfmt("validator says %d, tile decoder %d, row decoder %d", v.status, dec.status, row.status));
+    std::vector<uint16_t> row_out(d);
+    const int32_t t_row = static_cast<int32_t>(rng() % 16);
+    const GaacCheck row = gaac_decode_row(slot.data(), d, cap, b3.data(), b4.data(), t_row, row_out.data());
+    std::vector<uint16_t> fast_out(16 * d);
+    const GaacCheck fast = gaac_decode_tile_fast(slot.data(), d, cap, b3.data(), b4.data(), fast_out.data(), d);
+    CHECK(dec.status == v.status && row.status == v.status && fast.status == v.status,
+          strfmt("validator says %d, tile decoder %d, row decoder %d, fast decoder %d", v.status, dec.status,
+                 row.status, fast.status));
+    CHECK(v.status != GAAC_OK || fast_out == out, "fast and reference tile decoders disagree");
+    CHECK(v.status != GAAC_OK || std::memcmp(row_out.data(), &out[t_row * d], 2 * static_cast<size_t>(d)) == 0,
+          "row and tile decoders disagree");
     ++reported[v.status];
     // Truncated buffers: the validator reads only what it is given.
     const uint32_t short_n = static_cast<uint32_t>(rng() % good.size());

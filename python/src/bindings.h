@@ -13,5 +13,6 @@ void bind_tokenizer(nanobind::module_& m);
 void bind_model(nanobind::module_& m);
 void bind_backend(nanobind::module_& m);
 void bind_gaac(nanobind::module_& m);
+void bind_e8(nanobind::module_& m);
 
 }  // namespace gaacrt::py

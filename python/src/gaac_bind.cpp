@@ -6,6 +6,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "bindings.h"
@@ -211,6 +213,55 @@ nb::object fp8_decode_tiles(const std::string& kind_name, U8 slots, int32_t d, U
   return nb::cast(arr);
 }
 
+
+// Median seconds of one pass of encode / reference decode / fast decode over all tiles, into
+// buffers allocated once (so the figure is the codec's, not the allocator's). One thread.
+nb::dict time_codec(U16 raw, U8 b3, U8 b4, uint32_t capacity, int reps) {
+  if (raw.ndim() < 2 || raw.shape(raw.ndim() - 2) != GAAC_TILE_TOKENS)
+    throw nb::value_error("gaac_time_codec: raw must be uint16 of shape (..., 16, tile_dim)");
+  const int32_t d = static_cast<int32_t>(raw.shape(raw.ndim() - 1));
+  check_dim(d, "gaac_time_codec");
+  if (reps < 1) throw nb::value_error("gaac_time_codec: reps must be >= 1");
+  const size_t n = raw.size() / (GAAC_TILE_TOKENS * static_cast<size_t>(d)), sb = gaac_slot_bytes(d, capacity);
+  for (size_t i = 0; i < n; ++i) { tile_bases(b3, n, i, d, "b3"); tile_bases(b4, n, i, d, "b4"); }
+  std::vector<uint8_t> slots(n * sb);
+  std::vector<uint16_t> out(raw.size());
+  std::vector<double> t[3];
+  bool ok = true;
+  {
+    nb::gil_scoped_release nogil;
+    using clock = std::chrono::steady_clock;
+    for (int r = 0; r <= reps; ++r) {  // pass 0 warms caches and page tables, not timed
+      const auto t0 = clock::now();
+      for (size_t i = 0; i < n; ++i)
+        ok &= gaac_encode_tile(raw.data() + i * GAAC_TILE_TOKENS * d, d, d, tile_bases(b3, n, i, d, "b3"),
+                               tile_bases(b4, n, i, d, "b4"), capacity, slots.data() + i * sb) >= 0;
+      const auto t1 = clock::now();
+      for (size_t i = 0; i < n; ++i)
+        ok &= gaac_decode_tile(slots.data() + i * sb, d, capacity, tile_bases(b3, n, i, d, "b3"),
+                               tile_bases(b4, n, i, d, "b4"), out.data() + i * GAAC_TILE_TOKENS * d, d).status == GAAC_OK;
+      const auto t2 = clock::now();
+      for (size_t i = 0; i < n; ++i)
+        ok &= gaac_decode_tile_fast(slots.data() + i * sb, d, capacity, tile_bases(b3, n, i, d, "b3"),
+                                    tile_bases(b4, n, i, d, "b4"), out.data() + i * GAAC_TILE_TOKENS * d, d).status == GAAC_OK;
+      const auto t3 = clock::now();
+      if (r == 0) continue;
+      t[0].push_back(std::chrono::duration<double>(t1 - t0).count());
+      t[1].push_back(std::chrono::duration<double>(t2 - t1).count());
+      t[2].push_back(std::chrono::duration<double>(t3 - t2).count());
+    }
+    ok &= std::memcmp(out.data(), raw.data(), 2 * raw.size()) == 0;
+  }
+  if (!ok) throw Error("gaac", "roundtrip", "gaac_time_codec: a tile did not fit or did not decode bit-exactly");
+  nb::dict r;
+  const char* names[3] = {"encode_s", "decode_s", "decode_fast_s"};
+  for (int k = 0; k < 3; ++k) {
+    std::sort(t[k].begin(), t[k].end());
+    r[names[k]] = t[k][t[k].size() / 2];
+  }
+  return r;
+}
+
 }  // namespace
 
 void bind_gaac(nb::module_& m) {
@@ -223,6 +274,9 @@ void bind_gaac(nb::module_& m) {
         "decode slots uint8 (n, >= fixed + capacity) to BF16 uint16 (n, 16, D); GaacrtError (kind bad_tag / "
         "escape_overrun / ...) for a corrupt tile. fast=True: gaac_decode_tile_fast (SIMD interleave)");
   m.def("gaac_decode_tile_fast_isa", &gaac_decode_tile_fast_isa);
+  m.def("gaac_time_codec", &time_codec, nb::arg("raw"), nb::arg("b3"), nb::arg("b4"), nb::arg("capacity"),
+        nb::arg("reps") = 5, "benchmark: median seconds of encode / decode / fast decode passes over all tiles "
+        "(buffers allocated once, one thread, round trip checked)");
   m.def("gaac_decode_row", &decode_row, nb::arg("slot"), nb::arg("tile_dim"), nb::arg("b3"), nb::arg("b4"),
         nb::arg("capacity"), nb::arg("token"), "decode one token row of one slot: uint16 (D,)");
   m.def("gaac_validate", [](U8 slot, int32_t d, uint32_t capacity, int32_t expected) {

@@ -58,6 +58,10 @@ double gaac_expected_tile_bytes(const std::vector<uint64_t>& hist, uint32_t capa
 uint32_t gaac_choose_capacity(const std::vector<uint64_t>& hist, uint32_t fixed, uint32_t raw_bytes,
                               uint32_t align = 16);
 
+// Capacity for a cache that calibrates itself online and has not measured escapes yet: tile_dim / 2
+// bytes (measured optima: 32 for SmolLM2's D = 64 tiles, 48 (K) and 64 (V) for Gemma-3's D = 128).
+inline uint32_t gaac_default_capacity(int32_t tile_dim) { return static_cast<uint32_t>(tile_dim) / 2u; }
+
 // ---- statistics ---------------------------------------------------------------------------------
 // Counts over encoded tiles of one tile_dim (K or V of one model). Block-table entries are 4 bytes
 // per tile (DESIGN.md "KV cache").

@@ -10,7 +10,10 @@
 #include <cmath>
 #include <vector>
 
+#include "codec/gaac/gaac_format.h"
+#include "common/error.h"
 #include "common/half.h"
+#include "kv/gaac_codec.h"
 #include "ops.h"
 
 namespace gaacrt::cpu {
@@ -18,17 +21,31 @@ namespace {
 
 constexpr float kNegInf = -INFINITY;
 
-// Rows [16][head_dim] of one block's K or V for one kv-head, as fp32.
-void load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int32_t is_v, int32_t block, float* out) {
-  const int32_t d = is_v ? kv.head_dim_v : kv.head_dim_k;
+// Rows [16][head_dim] of one block's K or V for one kv-head, as fp32, from wherever the block
+// table says the tile lives: a raw BF16 page, or a compressed slot decoded on the fly (nothing is
+// ever decompressed to a full copy; a tile at a time goes through this scratch). Returns false on
+// a corrupt slot.
+bool load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int32_t is_v, int32_t block, float* out,
+                uint16_t* tile) {
+  const int32_t d = is_v ? kv.head_dim_v : kv.head_dim_k, td = kv.tile_dim;
   for (int32_t half = 0; half < kv.n_half; ++half) {
     const uint32_t e = table[kv_entry_index(kv, head, is_v, half, block)];
-    // Raw BF16 page. (Compressed slots get their loader with their format.)
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes);
+    const uint16_t* src;
+    if (!kv_entry_is_slot(e)) {
+      src = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes);
+    } else {
+      // GAAC: lossless, so attention sees exactly the BF16 values a raw page would hold.
+      const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
+      const int64_t off = (int64_t)head * d + (int64_t)half * td;
+      const GaacCheck c = gaac_decode_tile(kv_entry_ptr(kv, e, is_v), td, st.capacity[is_v], st.bases[is_v][0] + off,
+                                           st.bases[is_v][1] + off, tile, td);
+      if (c.status != GAAC_OK) return false;
+      src = tile;
+    }
     for (int32_t r = 0; r < KV_BLOCK_TOKENS; ++r)
-      for (int32_t c = 0; c < kv.tile_dim; ++c)
-        out[r * d + half * kv.tile_dim + c] = bf16_to_f32(src[r * kv.tile_dim + c]);
+      for (int32_t c = 0; c < td; ++c) out[r * d + half * td + c] = bf16_to_f32(src[r * td + c]);
   }
+  return true;
 }
 
 struct Partial {  // online-softmax state of one (query token, head) over a chunk of blocks
@@ -37,17 +54,20 @@ struct Partial {  // online-softmax state of one (query token, head) over a chun
 
 // Processes blocks [b0, b1) of one (seq, kv-head) for all its query tokens and group heads.
 // state: (n_q, G) Partials; acc: (n_q, G, dv).
-void attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq& s, int32_t kvh, int32_t b0, int32_t b1,
-                  const float* q, Partial* state, float* acc, std::vector<float>& kbuf, std::vector<float>& vbuf) {
+// Returns the first block that failed to load (a corrupt slot), or -1.
+int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq& s, int32_t kvh, int32_t b0,
+                     int32_t b1, const float* q, Partial* state, float* acc, std::vector<float>& kbuf,
+                     std::vector<float>& vbuf) {
   const int32_t G = a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v;
   kbuf.resize((size_t)KV_BLOCK_TOKENS * dk);
   vbuf.resize((size_t)KV_BLOCK_TOKENS * dv);
   for (int32_t i = 0; i < s.n_q * G; ++i) state[i] = {kNegInf, 0.f};
   std::fill(acc, acc + (size_t)s.n_q * G * dv, 0.f);
   float sc[KV_BLOCK_TOKENS];
+  uint16_t tile[KV_BLOCK_TOKENS * KV_TILE_MAX_DIM];
   for (int32_t b = b0; b < b1; ++b) {
-    load_block(kv, s.table, kvh, 0, b, kbuf.data());
-    load_block(kv, s.table, kvh, 1, b, vbuf.data());
+    if (!load_block(kv, s.table, kvh, 0, b, kbuf.data(), tile) || !load_block(kv, s.table, kvh, 1, b, vbuf.data(), tile))
+      return b;
     for (int32_t i = 0; i < s.n_q; ++i) {
       const int32_t p = s.pos0 + i;
       const int32_t lo = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
@@ -80,6 +100,7 @@ void attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq& 
       }
     }
   }
+  return -1;
 }
 
 }  // namespace
@@ -115,14 +136,21 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   std::vector<Partial> state(off.back());
   std::vector<float> acc((size_t)off.back() * dv);
 
+  std::vector<int32_t> bad(items.size(), -1);
   pool.run([&](int ith, int nth) {
     std::vector<float> kbuf, vbuf;
     for (size_t i = ith; i < items.size(); i += nth) {
       const Item& it = items[i];
-      attend_chunk(kv, a, seqs[it.seq], it.kvh, it.b0, it.b1, q, state.data() + off[i], acc.data() + off[i] * dv, kbuf,
-                   vbuf);
+      bad[i] = attend_chunk(kv, a, seqs[it.seq], it.kvh, it.b0, it.b1, q, state.data() + off[i],
+                            acc.data() + off[i] * dv, kbuf, vbuf);
     }
   });
+  // Exceptions cannot cross the pool's threads: a corrupt tile is reported here.
+  for (size_t i = 0; i < items.size(); ++i)
+    if (bad[i] >= 0)
+      throw Error("kv", "corrupt_tile", strfmt("layer %d kv-head %d block %d: a compressed tile failed validation "
+                                               "(reserved tag or escape overrun); refusing to read it", kv.layer,
+                                               items[i].kvh, bad[i]));
 
   // Merge the chunks of each (sequence, kv-head) in chunk order, then normalise.
   for (int32_t si = 0; si < n_seqs; ++si) {

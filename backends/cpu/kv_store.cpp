@@ -1,5 +1,7 @@
 // kv_store.cpp — append this step's K and V (fp32, keys after RoPE) to their raw BF16 pages.
+#include "codec/gaac/gaac_format.h"
 #include "common/half.h"
+#include "kv/gaac_codec.h"
 #include "ops.h"
 
 namespace gaacrt::cpu {
@@ -25,9 +27,25 @@ void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, co
   else pool.parallel_for(n_tok, body);
 }
 
-// BF16 has no compressed class: nothing to finalize. Compressed formats (GAAC, E8) encode here.
-void kv_finalize(const KVLayerView&, KVFinalizeJob* jobs, int64_t n_jobs, ThreadPool&) {
-  for (int64_t i = 0; i < n_jobs; ++i) jobs[i].fits = 0;
+// Encodes each job's raw tile into its reserved slot with the format's encoder.
+void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, ThreadPool& pool) {
+  if (kv.format != KVFormat::GAAC) {
+    for (int64_t i = 0; i < n_jobs; ++i) jobs[i].fits = 0;  // no compressed class (BF16)
+    return;
+  }
+  const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
+  const int32_t d = kv.tile_dim;
+  pool.parallel_for(n_jobs, [&](int64_t j0, int64_t j1) {
+    for (int64_t i = j0; i < j1; ++i) {
+      KVFinalizeJob& j = jobs[i];
+      const uint16_t* raw = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)j.raw_page * kv.page_bytes);
+      const int64_t off = (int64_t)j.head * (j.is_v ? kv.head_dim_v : kv.head_dim_k) + (int64_t)j.half * d;
+      const int32_t r = gaac_encode_tile(raw, d, d, st.bases[j.is_v][0] + off, st.bases[j.is_v][1] + off,
+                                         st.capacity[j.is_v], kv_entry_ptr(kv, j.slot, j.is_v));
+      j.fits = r >= 0;
+      j.escape_bytes = r >= 0 ? r : 0;
+    }
+  });
 }
 
 }  // namespace gaacrt::cpu

@@ -76,6 +76,42 @@ nb::dict config_dict(const ModelConfig& c) {
   return d;
 }
 
+nb::dict codec_dict(const CodecStats& cs) {
+  nb::dict d;
+  const uint64_t tiles = cs.tiles_encoded + cs.tiles_raw;
+  const uint64_t groups = cs.groups[0] + cs.groups[1] + cs.groups[2];
+  d["tiles_encoded"] = cs.tiles_encoded;
+  d["tiles_raw_fallback"] = cs.tiles_raw;
+  d["raw_tile_share"] = tiles ? (double)cs.tiles_raw / (double)tiles : 0.0;
+  d["codec_ratio"] = cs.used_bytes ? (double)cs.bf16_bytes / (double)cs.used_bytes : 0.0;
+  d["share_3bit"] = groups ? (double)cs.groups[0] / (double)groups : 0.0;
+  d["share_4bit"] = groups ? (double)cs.groups[1] / (double)groups : 0.0;
+  d["share_raw_groups"] = groups ? (double)cs.groups[2] / (double)groups : 0.0;
+  return d;
+}
+
+nb::dict kv_stats_dict(Context& c) {
+  const KVStats s = c.cache().stats();
+  nb::dict d;
+  d["format"] = c.params().cache;
+  d["tokens"] = s.tokens;
+  d["arena_bytes"] = s.arena_bytes;
+  d["resident_bytes"] = s.resident_bytes;
+  d["bf16_bytes"] = s.bf16_bytes;
+  d["resident_ratio"] = s.resident_bytes ? (double)s.bf16_bytes / (double)s.resident_bytes : 0.0;
+  d["bytes_per_token"] = s.tokens ? (double)s.resident_bytes / (double)s.tokens : 0.0;
+  d["raw_pages_used"] = s.raw_pages_used;
+  d["slots_used"] = s.slots_used;
+  d["pages_free"] = s.pages_free;
+  d["tiles_raw"] = s.tiles_raw;
+  d["tiles_slot"] = s.tiles_slot;
+  if (c.params().cache != "bf16") {
+    d["k"] = codec_dict(s.codec[0]);
+    d["v"] = codec_dict(s.codec[1]);
+  }
+  return d;
+}
+
 }  // namespace
 
 void bind_model(nb::module_& m) {
@@ -111,19 +147,8 @@ void bind_model(nb::module_& m) {
            nb::arg("budget_bytes") = 0, nb::arg("n_ubatch") = 512, nb::keep_alive<1, 2>())
       .def_prop_ro("n_ctx", [](const Context& c) { return c.params().n_ctx; })
       .def_prop_ro("cache_format", [](const Context& c) { return c.params().cache; })
-      .def("kv_stats", [](Context& c) {
-        const KVStats s = c.cache().stats();
-        nb::dict d;
-        d["format"] = c.params().cache;
-        d["arena_bytes"] = s.arena_bytes;
-        d["resident_bytes"] = s.resident_bytes;
-        d["raw_pages_used"] = s.raw_pages_used;
-        d["slots_used"] = s.slots_used;
-        d["pages_free"] = s.pages_free;
-        d["tokens"] = s.tokens;
-        d["bf16_bytes"] = s.bf16_bytes;
-        return d;
-      });
+      .def("kv_stats", [](Context& c) { return kv_stats_dict(c); },
+           "bytes resident, ratios and, for compressed formats, per-K/V codec figures");
 
   nb::class_<Session>(m, "Session", "One sequence of a Context: eval tokens, read logits, truncate.")
       .def(nb::init<std::shared_ptr<Context>>(), nb::arg("context"))

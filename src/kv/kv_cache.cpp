@@ -92,16 +92,18 @@ int32_t KVCache::length(int seq) const { return seqs_.at(seq)->len; }
 
 // Calls f(entry) for every tile entry of the blocks that appending n tokens to s touches
 // beyond its current length (entries already allocated by an earlier, failed step included).
+// Block-major order: a block's pages (all layers, heads, K/V) are allocated together, so they
+// share chunks and finalizing the block frees whole chunks that its slots can then use.
 template <typename F>
 void KVCache::for_new_entries(Sequence& s, int32_t n, F&& f) {
   const int32_t b0 = s.len / KV_BLOCK_TOKENS, b1 = ceil_div(s.len + n, KV_BLOCK_TOKENS);
-  for (int il = 0; il < cfg_.n_layer; ++il) {
-    uint32_t* t = s.table.data() + il * table_entries_per_layer();
-    for (int h = 0; h < cfg_.n_head_kv; ++h)
-      for (int kv = 0; kv < 2; ++kv)
-        for (int half = 0; half < n_half_; ++half)
-          for (int32_t b = b0; b < b1; ++b) f(t[entry_index(h, kv, half, b)]);
-  }
+  for (int32_t b = b0; b < b1; ++b)
+    for (int il = 0; il < cfg_.n_layer; ++il) {
+      uint32_t* t = s.table.data() + il * table_entries_per_layer();
+      for (int h = 0; h < cfg_.n_head_kv; ++h)
+        for (int kv = 0; kv < 2; ++kv)
+          for (int half = 0; half < n_half_; ++half) f(t[entry_index(h, kv, half, b)]);
+    }
 }
 
 void KVCache::reserve(int seq, int32_t n) { reserve_batch({{seq, n}}); }
@@ -170,52 +172,59 @@ void KVCache::calibrate_online(int seq) {
   for (int cls = 0; cls < 2; ++cls) arena_->set_slot_bytes(cls, codec_->slot_bytes(tile_dim_, cls == 1));
 }
 
-// Blocks the format wants compressed: complete, and older than its raw window.
+// Blocks the format wants compressed: complete, and older than its raw window. Block by block
+// (all layers of a block, then the next), so the pages a block frees make room for the next
+// block's slots even in a tight arena.
 void KVCache::finalize_ready(int seq) {
   Sequence& s = *seqs_[seq];
   if (params_.format == KVFormat::BF16) return;
   const int32_t ready_blocks = std::max(0, (s.len - codec_->raw_window()) / KV_BLOCK_TOKENS);
   if (ready_blocks <= s.finalized) return;
   if (!codec_->ready()) calibrate_online(seq);
-  for (int il = 0; il < cfg_.n_layer; ++il) {
-    uint32_t* t = s.table.data() + il * table_entries_per_layer();
-    jobs_.clear();
-    for (int32_t b = s.finalized; b < ready_blocks; ++b)
-      for (int h = 0; h < cfg_.n_head_kv; ++h)
-        for (int is_v = 0; is_v < 2; ++is_v)
-          for (int half = 0; half < n_half_; ++half) {
-            const uint32_t e = t[entry_index(h, is_v, half, b)];
-            if (e == KV_ENTRY_EMPTY || (e & KV_ENTRY_SLOT)) continue;  // released, or already a slot
-            const uint32_t slot = arena_->alloc_slot(is_v);
-            if (slot == KV_ENTRY_EMPTY) continue;  // no room for a slot: the tile keeps its page
-            jobs_.push_back({h, is_v, half, b, e, slot, 0, 0});
-          }
-    if (jobs_.empty()) continue;
-    KVFinalizeJob* jobs = jobs_.data();
-    if (!be_.shares_host_memory()) {
-      if (dev_jobs_cap_ < jobs_.size()) {
-        if (dev_jobs_) be_.free(dev_jobs_);
-        dev_jobs_cap_ = jobs_.size() * 2;
-        dev_jobs_ = static_cast<KVFinalizeJob*>(be_.alloc(dev_jobs_cap_ * sizeof(KVFinalizeJob)));
+  for (int32_t b = s.finalized; b < ready_blocks; ++b)
+    for (int il = 0; il < cfg_.n_layer; ++il) finalize_block(s, il, b);
+  s.finalized = ready_blocks;
+}
+
+void KVCache::finalize_block(Sequence& s, int il, int32_t b) {
+  uint32_t* t = s.table.data() + il * table_entries_per_layer();
+  jobs_.clear();
+  for (int h = 0; h < cfg_.n_head_kv; ++h)
+    for (int is_v = 0; is_v < 2; ++is_v)
+      for (int half = 0; half < n_half_; ++half) {
+        const uint32_t e = t[entry_index(h, is_v, half, b)];
+        if (e == KV_ENTRY_EMPTY || (e & KV_ENTRY_SLOT)) continue;  // released, or already a slot
+        const uint32_t slot = arena_->alloc_slot(is_v);
+        if (slot == KV_ENTRY_EMPTY) {  // no room for a slot: the tile keeps its page
+          ++stats_[is_v].tiles_raw;
+          continue;
+        }
+        jobs_.push_back({h, is_v, half, b, e, slot, 0, 0});
       }
-      be_.upload(dev_jobs_, jobs_.data(), jobs_.size() * sizeof(KVFinalizeJob));
-      jobs = dev_jobs_;
+  if (jobs_.empty()) return;
+  KVFinalizeJob* jobs = jobs_.data();
+  if (!be_.shares_host_memory()) {
+    if (dev_jobs_cap_ < jobs_.size()) {
+      if (dev_jobs_) be_.free(dev_jobs_);
+      dev_jobs_cap_ = std::max<size_t>(jobs_.size() * 2, 256);
+      dev_jobs_ = static_cast<KVFinalizeJob*>(be_.alloc(dev_jobs_cap_ * sizeof(KVFinalizeJob)));
     }
-    be_.kv_finalize(layer_view(il), jobs, (int64_t)jobs_.size());
-    if (jobs != jobs_.data()) be_.download(jobs_.data(), jobs, jobs_.size() * sizeof(KVFinalizeJob));
-    const KVLayerView view = layer_view(il);
-    for (const KVFinalizeJob& j : jobs_) {
-      uint32_t& e = t[entry_index(j.head, j.is_v, j.half, j.block)];
-      codec_->account(j, be_.shares_host_memory() ? kv_entry_ptr(view, j.slot, j.is_v) : nullptr, stats_[j.is_v]);
-      if (j.fits) {
-        arena_->free_page(e);
-        e = j.slot;
-      } else {
-        arena_->free_slot(j.slot);
-      }
+    be_.upload(dev_jobs_, jobs_.data(), jobs_.size() * sizeof(KVFinalizeJob));
+    jobs = dev_jobs_;
+  }
+  const KVLayerView view = layer_view(il);
+  be_.kv_finalize(view, jobs, (int64_t)jobs_.size());
+  if (jobs != jobs_.data()) be_.download(jobs_.data(), jobs, jobs_.size() * sizeof(KVFinalizeJob));
+  for (const KVFinalizeJob& j : jobs_) {
+    uint32_t& e = t[entry_index(j.head, j.is_v, j.half, j.block)];
+    codec_->account(j, be_.shares_host_memory() ? kv_entry_ptr(view, j.slot, j.is_v) : nullptr, stats_[j.is_v]);
+    if (j.fits) {
+      arena_->free_page(e);
+      e = j.slot;
+    } else {
+      arena_->free_slot(j.slot);
     }
   }
-  s.finalized = ready_blocks;
 }
 
 // Sliding-window layers: a block whose last token can no longer be seen by any future query

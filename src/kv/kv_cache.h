@@ -82,6 +82,7 @@ class KVCache {
   void for_new_entries(Sequence& s, int32_t n, F&& f);
   void sync_table(int seq);
   void finalize_ready(int seq);
+  void finalize_block(Sequence& s, int il, int32_t b);
   void release_out_of_window(int seq);
   void calibrate_online(int seq);
 

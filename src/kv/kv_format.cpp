@@ -2,6 +2,7 @@
 #include "kv_format.h"
 
 #include "common/error.h"
+#include "gaac_codec.h"
 
 namespace gaacrt {
 namespace {
@@ -34,8 +35,9 @@ const char* kv_format_name(KVFormat f) {
   return "?";
 }
 
-std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig&, Backend&, const KVCacheParams&) {
+std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig& cfg, Backend& be, const KVCacheParams& p) {
   if (f == KVFormat::BF16) return std::make_unique<Bf16Codec>();
+  if (f == KVFormat::GAAC) return std::make_unique<GaacKVCodec>(cfg, be, p);
   throw Error("kv", "unsupported_format", strfmt("cache format '%s' is not implemented yet", kv_format_name(f)));
 }
 

@@ -10,7 +10,7 @@ inputs; it only records what the KV cache would store. Texts are tokenized with 
     kv.k[il], kv.v[il]            # uint16 (n_tokens, n_head_kv, head_dim)
 
 Results are memoised per (model, text, n_tokens) for the test session, and, because the forward
-takes ~10 s per text on two cores, also on disk under ~/.cache/gaacrt/gaac-kv (keyed by the
+takes ~10 s per text on two cores, also on disk under <gaacrt cache>/gaac-kv (keyed by the
 model's size and mtime and the text's hash; delete the folder to recompute).
 """
 from __future__ import annotations
@@ -33,7 +33,9 @@ from reference_model import ReferenceModel
 
 GPL3 = "/usr/share/common-licenses/GPL-3"
 APACHE2 = "/usr/share/common-licenses/Apache-2.0"
-CACHE_DIR = Path(os.environ.get("GAACRT_CACHE_DIR", Path.home() / ".cache" / "gaacrt")) / "gaac-kv"
+# Beside the models (gaacrt.models.cache_dir(): $GAACRT_CACHE or ~/.cache/gaacrt); $GAACRT_GAAC_KV_CACHE
+# overrides (an empty folder measures a cold run).
+CACHE_DIR = Path(os.environ.get("GAACRT_GAAC_KV_CACHE", gaacrt.models.cache_dir() / "gaac-kv"))
 
 
 @dataclass

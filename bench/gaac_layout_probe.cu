@@ -197,6 +197,27 @@ __global__ void k_qk(Loader ld, const uint4* bases, const float* q, size_t n_til
   }
 }
 
+// Every value a loader produces, written to out[tile][token][channel] (the diagnostic behind the
+// checks: on a mismatch the host prints the first wrong value).
+template <class Loader>
+__global__ void k_dump(Loader ld, const uint4* bases, size_t n_tiles, uint16_t* out) {
+  const int lane = threadIdx.x & 31, g = lane & 15, h = lane >> 4;
+  const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+  const size_t n_warps = (gridDim.x * (size_t)blockDim.x) >> 5;
+  const int head = (int)(warp % N_HEADS);
+  const uint4 b = bases[head * 16 + g];
+  for (size_t k = warp / N_HEADS; k * N_HEADS + head < n_tiles; k += n_warps / N_HEADS) {
+    const size_t tile = k * N_HEADS + head;
+    Group8 grp[8];
+    ld.load(tile, lane, b, grp);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      uint4* o = reinterpret_cast<uint4*>(out + (tile * 16 + Loader::token(j, h)) * D + 8 * g);
+      *o = make_uint4(grp[j].w[0], grp[j].w[1], grp[j].w[2], grp[j].w[3]);
+    }
+  }
+}
+
 // ---- host ---------------------------------------------------------------------------------------
 struct Timing { float us; };
 
@@ -327,14 +348,39 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(sc_g.data(), d_s_gaac, sc_g.size() * 4, cudaMemcpyDeviceToHost));
   size_t diff = 0;
   for (size_t i = 0; i < sc_b.size(); ++i) diff += std::memcmp(&sc_b[i], &sc_g[i], 4) != 0;
+  // Every decoded value against the host's BF16 tiles (both loaders).
+  size_t bad_values[2] = {0, 0};
+  {
+    uint16_t* d_dump;
+    CK(cudaMalloc(&d_dump, raw.size() * 2));
+    std::vector<uint16_t> dump(raw.size());
+    for (int which = 0; which < 2; ++which) {
+      CK(cudaMemset(d_dump, 0xFF, raw.size() * 2));
+      if (which == 0) k_dump<<<blocks, threads>>>(lb, d_bases, n_tiles, d_dump);
+      else k_dump<<<blocks, threads>>>(lg, d_bases, n_tiles, d_dump);
+      CK(cudaGetLastError());
+      CK(cudaMemcpy(dump.data(), d_dump, raw.size() * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (dump[i] == raw[i]) continue;
+        if (bad_values[which]++ == 0) {
+          const size_t t = i / (16 * D), tok = (i / D) % 16, c = i % D;
+          const GaacModeCounts mc = gaac_tile_modes(&slots[t * sb], D);
+          std::printf("%s loader: first wrong value at tile %zu token %zu channel %zu: %04x, expected %04x "
+                      "(tile modes %u/%u/%u)\n", which ? "gaac" : "bf16", t, tok, c, dump[i], raw[i], mc.n3, mc.n4, mc.nraw);
+        }
+      }
+    }
+    CK(cudaFree(d_dump));
+  }
 
   std::printf("GAAC layout probe on %s (%d SMs), %zu tiles of 16 x %d (%.1f MB BF16)\n", prop.name,
               prop.multiProcessorCount, n_tiles, D, bf16_bytes / 1e6);
   std::printf("groups: 3-bit %.2f%%  4-bit %.2f%%  raw %.3f%%; mean escapes %.1f B/tile; capacity %u; "
               "codec ratio %.4f\n", 100 * n3 / groups, 100 * n4 / groups, 100 * nr / groups,
               double(esc_total) / n_tiles, cap, bf16_bytes / gaac_bytes);
-  std::printf("check: sum bf16 %016llx gaac %016llx %s; qk scores differing: %zu of %zu\n", s_bf16, s_gaac,
-              s_bf16 == s_gaac ? "equal" : "DIFFER", diff, sc_b.size());
+  std::printf("check: sum bf16 %016llx gaac %016llx %s; qk scores differing: %zu of %zu; wrong values: bf16 %zu, "
+              "gaac %zu\n", s_bf16, s_gaac, s_bf16 == s_gaac ? "equal" : "DIFFER", diff, sc_b.size(), bad_values[0],
+              bad_values[1]);
 
   struct Row { const char* name; float us; double bytes; };
   std::vector<Row> rows;
@@ -353,7 +399,7 @@ int main(int argc, char** argv) {
     std::printf("%-15s %10.1f %14.1f %14.1f %9.3fx\n", r.name, r.us, bf16_bytes / (r.us * 1e3), r.bytes / (r.us * 1e3),
                 base / r.us);
   }
-  const bool ok = s_bf16 == s_gaac && diff == 0;
+  const bool ok = s_bf16 == s_gaac && diff == 0 && bad_values[0] == 0 && bad_values[1] == 0;
   if (!ok) std::printf("\nFAILED: the GAAC reader does not reproduce the BF16 values\n");
   return ok ? 0 : 1;
 }

@@ -313,6 +313,24 @@ def test_gaac_cpp_units_pass_under_address_sanitizer(tmp_path):
     assert "7 test cases, 0 failed" in run.stdout
 
 
+def test_gaac_cuda_probe_kernels_are_right_when_emulated_on_the_cpu(tmp_path):
+    """bench/gaac_layout_probe.cu's kernels, run by bench/gaac_layout_probe_host.cpp with each warp as
+    32 lockstep threads (under ASan/UBSan): every value the GAAC loader rebuilds, the sums and the
+    q·k scores must be right before the probe spends GPU time."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on PATH")
+    exe = tmp_path / "probe_host"
+    build = subprocess.run([cxx, "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=address,undefined",
+                            "-fno-sanitize-recover=all", "-Wno-unknown-pragmas",
+                            str(ROOT / "bench/gaac_layout_probe_host.cpp"), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "probe host emulation: 6 passed, 0 failed" in run.stdout
+
+
 # ---- calibration math ------------------------------------------------------------------------
 
 def _hist(pairs):

@@ -6,6 +6,8 @@
 // backends can read it:
 //   amax = max |x|,  d = amax / 127 (fp32),  id = d ? 1/d : 0,
 //   q = round_half_away(x * id)  (int8),  stored d = fp16(d);   x^ = fp16(d) * q
+// As in ggml, a block with max |x| above 65504 * 127 (~8.3e6) gets an Inf scale; KV activations
+// are far below that (BF16 keys of that size would already have broken the model).
 //
 // ---- Tile: 16 tokens x T channels (T a multiple of 32) ----------------------------------------
 //   block_q8_0 [16][T/32]: token t, channels 32g .. 32g+31 in block t*(T/32) + g

@@ -35,9 +35,9 @@
 //                                       (byte b: low nibble = code bits 4..7 of channel b,
 //                                        high nibble = code bits 4..7 of channel b+4)
 //   Group order is lane-major: q = 8*l + j. n_esc = n_x + 4*n_raw = n_4bit + 5*n_raw, exactly
-//   the spec's count. Fixed part = 22.5*D bytes: 2880 for D = 128, 1440 for D = 64; every
-//   offset is a multiple of 16, so slots of fixed + C bytes (C a multiple of 16) keep 16-byte
-//   alignment. A BF16 tile is 32*D bytes.
+//   the spec's count. Fixed part = 22.5*D bytes: 2880 for D = 128, 1440 for D = 64; for D a
+//   multiple of 32 every offset is a multiple of 16, so slots of fixed + C bytes (C a multiple of
+//   16) keep 16-byte alignment. A BF16 tile is 32*D bytes.
 //
 // ---- Code words: 32 three-bit codes in 3 words, 4 exponents per 32-bit add -------------------
 // Lane l's groups j = 0..3 use words (W0, W1, W2) = (A, B, C), groups 4..7 use (W3, W4, W5).

@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "common/error.h"
 #include "model/model.h"
+#include "runtime/calibrate.h"
 #include "runtime/session.h"
 #include "sampling/sampler.h"
 
@@ -116,14 +117,17 @@ nb::dict kv_stats_dict(Context& c) {
 
 void bind_model(nb::module_& m) {
   nb::class_<Model>(m, "Model", "A loaded GGUF model on a backend (weights placed once, shared by sessions).")
-      .def("__init__", [](Model* self, const std::string& path, const std::string& backend, int n_threads, int device) {
+      .def("__init__", [](Model* self, const std::string& path, const std::string& backend, int n_threads, int device,
+                          int act_bits) {
              ModelParams p;
              p.backend = backend;
              p.n_threads = n_threads;
              p.device = device;
+             p.act_bits = act_bits;
              nb::gil_scoped_release nogil;
              new (self) Model(path, p);
-           }, nb::arg("path"), nb::arg("backend") = "auto", nb::arg("n_threads") = 0, nb::arg("device") = 0)
+           }, nb::arg("path"), nb::arg("backend") = "auto", nb::arg("n_threads") = 0, nb::arg("device") = 0,
+           nb::arg("act_bits") = 16)
       .def_prop_ro("config", [](const Model& mo) { return config_dict(mo.config()); })
       .def_prop_ro("description", &Model::description)
       .def_prop_ro("path", &Model::path)
@@ -134,17 +138,19 @@ void bind_model(nb::module_& m) {
 
   nb::class_<Context>(m, "Context", "A KV cache and forward pass shared by the sessions decoding together.")
       .def("__init__", [](Context* self, const Model& model, int32_t n_ctx, int32_t n_seq_max, const std::string& cache,
-                          uint64_t budget_bytes, int32_t n_ubatch) {
+                          uint64_t budget_bytes, int32_t n_ubatch, const std::string& calibration) {
              ContextParams p;
              p.n_ctx = n_ctx;
              p.n_seq_max = n_seq_max;
              p.cache = cache;
              p.budget_bytes = budget_bytes;
              p.n_ubatch = n_ubatch;
+             p.calibration = calibration;
              nb::gil_scoped_release nogil;
              new (self) Context(model, p);
            }, nb::arg("model"), nb::arg("n_ctx") = 4096, nb::arg("n_seq_max") = 1, nb::arg("cache") = "bf16",
-           nb::arg("budget_bytes") = 0, nb::arg("n_ubatch") = 512, nb::keep_alive<1, 2>())
+           nb::arg("budget_bytes") = 0, nb::arg("n_ubatch") = 512, nb::arg("calibration") = "",
+           nb::keep_alive<1, 2>())
       .def_prop_ro("n_ctx", [](const Context& c) { return c.params().n_ctx; })
       .def_prop_ro("cache_format", [](const Context& c) { return c.params().cache; })
       .def("kv_stats", [](Context& c) { return kv_stats_dict(c); },
@@ -181,6 +187,33 @@ void bind_model(nb::module_& m) {
       .def("clear_cancel", &Session::clear_cancel)
       .def_prop_ro("cancelled", &Session::cancelled)
       .def_prop_ro("context", [](const Session& s) { return s.context_ptr(); });
+
+  m.def("gaac_calibrate", [](const Model& model, std::vector<std::vector<int32_t>> texts, int32_t ctx,
+                             const std::string& out) {
+        GaacCalibrationReport r;
+        {
+          nb::gil_scoped_release nogil;
+          r = gaac_calibrate(model, texts, ctx);
+          if (!out.empty()) r.calibration.save(out);
+        }
+        nb::dict d;
+        d["tokens"] = r.tokens;
+        d["ctx"] = ctx;
+        d["capacity_k"] = r.calibration.capacity(false);
+        d["capacity_v"] = r.calibration.capacity(true);
+        for (int is_v = 0; is_v < 2; ++is_v) {
+          const GaacStats& st = is_v ? r.v : r.k;
+          const char* kv = is_v ? "v" : "k";
+          d[(std::string("codec_ratio_") + kv).c_str()] = st.codec_ratio();
+          d[(std::string("resident_ratio_") + kv).c_str()] = st.resident_ratio(r.calibration.capacity(is_v));
+          d[(std::string("share_3bit_") + kv).c_str()] = st.group_share(0);
+          d[(std::string("share_4bit_") + kv).c_str()] = st.group_share(1);
+          d[(std::string("share_raw_") + kv).c_str()] = st.group_share(2);
+          d[(std::string("exponent_entropy_") + kv).c_str()] = st.exponent_entropy();
+        }
+        return d;
+      }, nb::arg("model"), nb::arg("texts"), nb::arg("ctx"), nb::arg("out") = "",
+      "GAAC calibration over token lists (cut into ctx-token windows); writes the sidecar when out is given");
 
   m.def("decode_batch", [](std::vector<Session*> sessions, nb::handle tokens) {
           std::vector<int32_t> t = to_tokens(tokens, "decode_batch");

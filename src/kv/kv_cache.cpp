@@ -144,31 +144,41 @@ void KVCache::commit(int seq, int32_t n) {
   sync_table(seq);
 }
 
+int32_t KVCache::export_layer(int seq, int il, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const {
+  const Sequence& s = *seqs_.at(seq);
+  const int32_t n_tok = s.len, d = cfg_.head_dim_k, H = cfg_.n_head_kv;
+  const uint32_t* t = s.table.data() + il * table_entries_per_layer();
+  int32_t first = 0;  // a sliding-window layer may have released its oldest blocks already
+  while (first < n_tok && t[entry_index(0, 0, 0, first / KV_BLOCK_TOKENS)] == KV_ENTRY_EMPTY) first += KV_BLOCK_TOKENS;
+  std::vector<uint16_t> page(page_bytes_ / 2);
+  k.assign((size_t)(n_tok - first) * H * d, 0);
+  v.assign(k.size(), 0);
+  for (int h = 0; h < H; ++h)
+    for (int is_v = 0; is_v < 2; ++is_v)
+      for (int half = 0; half < n_half_; ++half)
+        for (int32_t b = first / KV_BLOCK_TOKENS; b < ceil_div(n_tok, KV_BLOCK_TOKENS); ++b) {
+          const uint32_t e = t[entry_index(h, is_v, half, b)];
+          if (e & KV_ENTRY_SLOT)
+            throw Error("kv", "invalid_argument", "export_layer: the sequence holds compressed blocks (use a bf16 cache)");
+          be_.download(page.data(), arena_mem_ + (uint64_t)e * page_bytes_, page_bytes_);
+          for (int32_t r = 0; r < KV_BLOCK_TOKENS && b * KV_BLOCK_TOKENS + r < n_tok; ++r) {
+            const int32_t tok = b * KV_BLOCK_TOKENS + r - first;
+            uint16_t* dst = (is_v ? v : k).data() + ((size_t)tok * H + h) * d + half * tile_dim_;
+            std::memcpy(dst, page.data() + r * tile_dim_, tile_dim_ * 2);
+          }
+        }
+  return n_tok - first;
+}
+
 // A format that calibrates itself reads the raw KV of the first prefill (the blocks about to be
 // finalized and the tail), layer by layer, fits its parameters and freezes them.
 void KVCache::calibrate_online(int seq) {
-  Sequence& s = *seqs_[seq];
-  const int32_t n_tok = s.len;
-  const int32_t d = cfg_.head_dim_k, H = cfg_.n_head_kv;
-  std::vector<uint16_t> page(page_bytes_ / 2), k((size_t)n_tok * H * d), v(k.size());
+  std::vector<uint16_t> k, v;
   for (int il = 0; il < cfg_.n_layer; ++il) {
-    const uint32_t* t = s.table.data() + il * table_entries_per_layer();
-    int32_t first = 0;  // a sliding-window layer may have released its oldest blocks already
-    while (first < n_tok && t[entry_index(0, 0, 0, first / KV_BLOCK_TOKENS)] == KV_ENTRY_EMPTY) first += KV_BLOCK_TOKENS;
-    for (int h = 0; h < H; ++h)
-      for (int is_v = 0; is_v < 2; ++is_v)
-        for (int half = 0; half < n_half_; ++half)
-          for (int32_t b = first / KV_BLOCK_TOKENS; b < ceil_div(n_tok, KV_BLOCK_TOKENS); ++b) {
-            be_.download(page.data(), arena_mem_ + (uint64_t)t[entry_index(h, is_v, half, b)] * page_bytes_, page_bytes_);
-            for (int32_t r = 0; r < KV_BLOCK_TOKENS && b * KV_BLOCK_TOKENS + r < n_tok; ++r) {
-              const int32_t tok = b * KV_BLOCK_TOKENS + r - first;
-              uint16_t* dst = (is_v ? v : k).data() + ((size_t)tok * H + h) * d + half * tile_dim_;
-              std::memcpy(dst, page.data() + r * tile_dim_, tile_dim_ * 2);
-            }
-          }
-    codec_->calibrate_add(il, k.data(), v.data(), n_tok - first);
+    const int32_t n = export_layer(seq, il, k, v);
+    codec_->calibrate_add(il, k.data(), v.data(), n);
   }
-  codec_->calibrate_finish(n_tok);
+  codec_->calibrate_finish(seqs_[seq]->len);
   for (int cls = 0; cls < 2; ++cls) arena_->set_slot_bytes(cls, codec_->slot_bytes(tile_dim_, cls == 1));
 }
 

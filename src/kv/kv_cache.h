@@ -70,6 +70,11 @@ class KVCache {
   // kept. The cache is cut to that many; the caller re-evaluates the rest from its history.
   int32_t truncate(int seq, int32_t n);
 
+  // One layer's K and V of a sequence as BF16 bits [n_tokens][n_head_kv][head_dim] (keys after
+  // RoPE), from its raw pages (a sliding-window layer: from its oldest block still held).
+  // Returns the number of tokens exported. Used for calibration.
+  int32_t export_layer(int seq, int il, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const;
+
   KVLayerView layer_view(int il) const;
   const uint32_t* table(int seq, int il) const;  // backend-visible block table of one layer
   KVStats stats() const;

@@ -15,6 +15,8 @@ KVCacheParams cache_params(const Model& m, const ContextParams& p) {
   k.n_seq_max = p.n_seq_max;
   k.budget_bytes = p.budget_bytes;
   k.n_ubatch = p.n_ubatch;
+  k.calibration = p.calibration;
+  k.model_path = m.path();
   return k;
 }
 }  // namespace

@@ -18,6 +18,7 @@ struct ContextParams {
   std::string cache = "bf16";    // KV format name (kv/kv_format.h)
   uint64_t budget_bytes = 0;     // KV arena bytes; 0 = sized for n_seq_max x n_ctx
   int32_t n_ubatch = 512;        // prefill chunk
+  std::string calibration;       // GAAC sidecar; "" = "model.gaac" beside the model if present, else online
 };
 
 class Context {

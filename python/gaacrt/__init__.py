@@ -21,6 +21,8 @@ from .model import Chunk, Completion, Model, SamplingParams, Session
 
 __all__ = [
     "Model",
+    "calibrate",
+    "LosslessMismatch",
     "Session",
     "Chunk",
     "Completion",

@@ -181,7 +181,7 @@ class Session:
         t0 = time.perf_counter()
         finish = None
         try:
-            self._s.eval(list(prompt_tokens))
+            self.eval(list(prompt_tokens))
         except _core.GaacrtError as e:
             if getattr(e, "kind", "") == "aborted":
                 finish = "cancelled"

@@ -301,10 +301,21 @@ class Model:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, **kw)
 
     # -- sessions --------------------------------------------------------------------------------
-    def session(self, n_ctx: int = 4096, cache: str = "bf16", kv_budget_bytes: int = 0, n_ubatch: int = 512) -> Session:
+    def session(self, n_ctx: int = 4096, cache: str = "bf16", kv_budget_bytes: int = 0, n_ubatch: int = 512,
+                calibration: str | os.PathLike | None = None, check_lossless: bool = False) -> Session:
+        """A new sequence with its own KV cache. cache: "bf16", "gaac", ... calibration: a GAAC
+        sidecar (default: "model.gaac" beside the model if present, else calibrate online).
+        check_lossless: run a BF16 session beside this one and raise at the first logit that
+        differs by one bit (for lossless formats such as "gaac")."""
         ctx = _core.Context(self._m, n_ctx=n_ctx, n_seq_max=1, cache=cache, budget_bytes=kv_budget_bytes,
-                            n_ubatch=n_ubatch)
-        return Session(self, _core.Session(ctx))
+                            n_ubatch=n_ubatch, calibration=str(calibration or ""))
+        s = Session(self, _core.Session(ctx))
+        if check_lossless:
+            from .lossless import LosslessCheckedSession
+            shadow = _core.Session(_core.Context(self._m, n_ctx=n_ctx, n_seq_max=1, cache="bf16",
+                                                 n_ubatch=n_ubatch))
+            return LosslessCheckedSession(self, s._s, shadow)
+        return s
 
     def batch(self, n_seq: int, n_ctx: int = 4096, cache: str = "bf16", kv_budget_bytes: int = 0,
               n_ubatch: int = 512) -> list[Session]:

@@ -150,6 +150,9 @@ void bind_model(nb::module_& m) {
            nb::keep_alive<1, 2>())
       .def_prop_ro("n_ctx", [](const Context& c) { return c.params().n_ctx; })
       .def_prop_ro("cache_format", [](const Context& c) { return c.params().cache; })
+      .def("_corrupt_first_slot_for_test", [](Context& c, const Session& s, int layer) {
+             return c.cache().corrupt_first_slot_for_test(s.seq(), layer);
+           }, "test hook: mark a compressed tile of the session as corrupt (reserved tags)")
       .def("kv_stats", [](Context& c) { return kv_stats_dict(c); },
            "bytes resident, ratios and, for compressed formats, per-K/V codec figures");
 

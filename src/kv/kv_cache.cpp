@@ -300,6 +300,21 @@ int32_t KVCache::truncate(int seq, int32_t n) {
   return keep;
 }
 
+bool KVCache::corrupt_first_slot_for_test(int seq, int il) {
+  const Sequence& s = *seqs_.at(seq);
+  const uint32_t* t = s.table.data() + il * table_entries_per_layer();
+  for (int64_t i = 0; i < table_entries_per_layer(); ++i) {
+    if (!kv_entry_is_slot(t[i]) || params_.format != KVFormat::GAAC) continue;
+    const int is_v = (int)((i / ((int64_t)n_half_ * max_blocks_)) % 2);
+    uint8_t* slot = kv_entry_ptr(layer_view(il), t[i], is_v);
+    // Tags sit after the sign+mantissa bytes and the code words (codec/gaac/gaac_format.h).
+    std::vector<uint8_t> ff(tile_dim_ / 2, 0xFF);
+    be_.upload(slot + 22 * (uint64_t)tile_dim_, ff.data(), ff.size());
+    return true;
+  }
+  return false;
+}
+
 void KVCache::sync_table(int seq) {
   Sequence& s = *seqs_[seq];
   if (s.dev_table != s.table.data()) be_.upload(s.dev_table, s.table.data(), s.table.size() * sizeof(uint32_t));

@@ -75,6 +75,10 @@ class KVCache {
   // Returns the number of tokens exported. Used for calibration.
   int32_t export_layer(int seq, int il, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const;
 
+  // Test hook: overwrites the tags of the sequence's first compressed tile in layer il with the
+  // reserved value (what memory corruption would look like). Returns false when it has none.
+  bool corrupt_first_slot_for_test(int seq, int il);
+
   KVLayerView layer_view(int il) const;
   const uint32_t* table(int seq, int il) const;  // backend-visible block table of one layer
   KVStats stats() const;

@@ -25,6 +25,7 @@ sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != ROOT /
 sys.path.insert(0, str(ROOT / "tests"))
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -71,6 +72,39 @@ def real_tiles(model_name):
                     b3s.append(np.tile(calib.bases(0, il, is_v, h)[half * td:(half + 1) * td], (n, 1)))
                     b4s.append(np.tile(calib.bases(1, il, is_v, h)[half * td:(half + 1) * td], (n, 1)))
     return np.concatenate(tiles), np.concatenate(b3s), np.concatenate(b4s)
+
+
+def real_ratios(model_name):
+    """Mode shares, codec and resident ratios of the evaluation KV (Apache-2.0) with a GPL-3
+    calibration, for BF16 GAAC and the two FP8 variants (ratios of FP8 are against FP8 bytes)."""
+    from gaac_kv_capture import APACHE2, GPL3, capture_kv
+    path = gaacrt.models.get(model_name)
+    cal_kv, ev_kv = capture_kv(path, GPL3, 1024), capture_kv(path, APACHE2, 1024)
+    info = C.GaacModelInfo.from_gguf(path)
+    rows = []
+    for element in ("bf16", "fp8_e4m3", "fp8_e5m2"):
+        if element == "bf16":
+            cal = C.GaacCalibrator(info)
+            steps, measure = (cal.add,), C.gaac_measure
+        else:
+            cal = C.GaacFp8Calibrator(info, element)
+            steps, measure = (cal.add_amax, cal.add), C.gaac_fp8_measure
+        for step in steps:
+            for il in range(info.n_layer):
+                step(il, False, cal_kv.k[il])
+                step(il, True, cal_kv.v[il])
+        calib = cal.finish(1024)
+        on_cal, ev = [C.GaacStats(), C.GaacStats()], [C.GaacStats(), C.GaacStats()]
+        for il in range(info.n_layer):
+            for is_v, (a, b) in enumerate(((cal_kv.k[il], ev_kv.k[il]), (cal_kv.v[il], ev_kv.v[il]))):
+                measure(calib, il, bool(is_v), a, on_cal[is_v])
+                measure(calib, il, bool(is_v), b, ev[is_v])
+        calib.set_capacities_from(on_cal[0], on_cal[1])
+        for is_v, st in enumerate(ev):
+            cap = calib.capacity(bool(is_v))
+            rows.append((model_name, element, "KV"[is_v], st.exponent_entropy(), *(100 * st.group_share(m) for m in range(3)),
+                         st.codec_ratio(), cap, st.resident_ratio(cap), st.tiles_over(cap), st.tiles))
+    return rows
 
 
 def synthetic_tiles(n, d=128, seed=0):
@@ -142,11 +176,24 @@ def main():
                 break
     except OSError:
         pass
-    text = (f"# GAAC codec throughput, CPU, one thread\n\n{cpu}; {time.strftime('%Y-%m-%d')}; "
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    text = (f"# GAAC codec throughput, CPU, one thread\n\n{cpu}, {os.cpu_count()} cores, load average "
+            f"{load:.1f} at the end of the run (a shared machine: compare columns of one run, e.g. with "
+            f"memcpy); {time.strftime('%Y-%m-%d')}; "
             f"median of {args.reps}. Encode and the reference decode: the portable routines of gaac_format.h; "
             f"fast decode: gaac_decode_tile_fast (gaac_host.cpp). Both decoders validate each tile's tags first "
             f"and produce the same bits.\n\n"
             + head + body)
+    if not args.no_real:
+        ratio_rows = real_ratios("smollm2-135m") + real_ratios("gemma3-270m")
+        text += ("\n## Ratios on real KV (calibrated on GPL-3, evaluated on Apache-2.0, 1,024 tokens)\n\n"
+                 "Modes: BF16 3-bit/4-bit/raw; FP8 2-bit/3-bit/raw. FP8 ratios are against FP8 bytes (x2 for "
+                 "BF16). C = escape capacity minimizing expected resident bytes on the calibration text; "
+                 "resident = BF16 (FP8) bytes / (slots + raw tiles + 4-byte table entries).\n\n"
+                 "| model | element | K/V | exp. entropy | narrow % | wide % | raw % | codec ratio | C | "
+                 "resident ratio | raw tiles |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+        text += "".join(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.2f} | "
+                        f"{r[7]:.4f} | {r[8]} | {r[9]:.4f} | {r[10]}/{r[11]} |\n" for r in ratio_rows)
     print(text)
     out = ROOT / "bench" / "results" / "gaac_codec.md"
     out.parent.mkdir(parents=True, exist_ok=True)

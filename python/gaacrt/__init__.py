@@ -18,6 +18,8 @@ from ._core import (
 )
 from .tokenizer import Tokenizer
 from .model import Chunk, Completion, Model, SamplingParams, Session
+from .calibrate import calibrate
+from .lossless import LosslessMismatch
 
 __all__ = [
     "Model",

@@ -8,7 +8,7 @@
 // GAAC keeps sm = s << M | m (4 bits for E4M3, 3 for E5M2) and codes the E-bit exponent field
 // (4 or 5 bits) with the BF16 scheme's groups of 8 channels, 2-bit tags and calibrated bases.
 //
-// ---- Modes (chosen by measurement; calibrated on GPL-3, evaluated on Apache-2.0) -------------
+// ---- Modes (chosen by measurement: bench/gaac_fp8_modes.py; GPL-3 calibration, Apache-2.0) ---
 // tag 0: 2-bit code e - b2   tag 1: 3-bit code e - b3   tag 2: raw (code e)   tag 3: reserved
 // Measured codec ratios of the candidate sets (SmolLM2-135M / Gemma-3-270M real KV):
 //   E4M3 {2,3,raw} 1.136 / 1.125   {1,3,raw} 1.094 / 1.089   {1,2,raw} 1.050 / 1.038

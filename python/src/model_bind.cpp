@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "common/error.h"
 #include "model/model.h"
+#include "runtime/bench_hooks.h"
 #include "runtime/calibrate.h"
 #include "runtime/session.h"
 #include "sampling/sampler.h"
@@ -153,6 +154,14 @@ void bind_model(nb::module_& m) {
       .def("_corrupt_first_slot_for_test", [](Context& c, const Session& s, int layer) {
              return c.cache().corrupt_first_slot_for_test(s.seq(), layer);
            }, "test hook: mark a compressed tile of the session as corrupt (reserved tags)")
+      .def("_extend_for_bench", [](Context& c, const Session& s, int32_t n) {
+             nb::gil_scoped_release nogil;
+             c.cache().extend_by_repeating_for_bench(s.seq(), n);
+           }, "benchmark hook: grow the session's cache to n tokens by repeating its complete blocks")
+      .def("_time_attention", [](Context& c, const Session& s, int layer, int reps) {
+             nb::gil_scoped_release nogil;
+             return time_attention(c, s.seq(), layer, reps);
+           }, "benchmark hook: median seconds of the attention op for one decode query over the cache")
       .def("kv_stats", [](Context& c) { return kv_stats_dict(c); },
            "bytes resident, ratios and, for compressed formats, per-K/V codec figures");
 

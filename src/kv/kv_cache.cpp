@@ -315,6 +315,39 @@ bool KVCache::corrupt_first_slot_for_test(int seq, int il) {
   return false;
 }
 
+void KVCache::extend_by_repeating_for_bench(int seq, int32_t n) {
+  Sequence& s = *seqs_.at(seq);
+  const int32_t src_blocks = s.len / KV_BLOCK_TOKENS;
+  if (src_blocks == 0) throw Error("kv", "invalid_argument", "extend_by_repeating_for_bench: no complete block to repeat");
+  if (cfg_.sliding_window > 0) throw Error("kv", "invalid_argument", "extend_by_repeating_for_bench: sliding-window models");
+  if (n > params_.n_ctx) throw Error("kv", "context_full", strfmt("extend to %d tokens > n_ctx %d", n, params_.n_ctx));
+  const int32_t b0 = ceil_div(s.len, KV_BLOCK_TOKENS), b1 = ceil_div(n, KV_BLOCK_TOKENS);
+  std::vector<uint8_t> buf;
+  for (int32_t b = b0; b < b1; ++b)
+    for (int il = 0; il < cfg_.n_layer; ++il) {
+      uint32_t* t = s.table.data() + il * table_entries_per_layer();
+      const KVLayerView view = layer_view(il);
+      for (int h = 0; h < cfg_.n_head_kv; ++h)
+        for (int is_v = 0; is_v < 2; ++is_v)
+          for (int half = 0; half < n_half_; ++half) {
+            const uint32_t src = t[entry_index(h, is_v, half, b % src_blocks)];
+            const bool slot = kv_entry_is_slot(src);
+            const uint32_t dst = slot ? arena_->alloc_slot(is_v) : arena_->alloc_page();
+            if (dst == KV_ENTRY_EMPTY)
+              throw Error("kv", "arena_full", strfmt("extend_by_repeating_for_bench: arena full at block %d", b));
+            const uint64_t bytes = slot ? arena_->slot_bytes(is_v) : page_bytes_;
+            buf.resize(bytes);
+            be_.download(buf.data(), kv_entry_ptr(view, src, is_v), bytes);
+            be_.upload(kv_entry_ptr(view, dst, is_v), buf.data(), bytes);
+            t[entry_index(h, is_v, half, b)] = dst;
+          }
+    }
+  s.len = n;
+  s.finalized = std::max(s.finalized, std::min(b1, s.finalized + (b1 - b0)));
+  finalize_ready(seq);
+  sync_table(seq);
+}
+
 void KVCache::sync_table(int seq) {
   Sequence& s = *seqs_[seq];
   if (s.dev_table != s.table.data()) be_.upload(s.dev_table, s.table.data(), s.table.size() * sizeof(uint32_t));

@@ -79,6 +79,12 @@ class KVCache {
   // reserved value (what memory corruption would look like). Returns false when it has none.
   bool corrupt_first_slot_for_test(int seq, int il);
 
+  // Benchmark hook: grows the sequence to n tokens by repeating its complete blocks (each new
+  // tile a byte copy of the tile at block b mod the original count, raw page or slot alike), so a
+  // long cache with real KV statistics exists without a quadratic prefill. Needs at least one
+  // complete block; throws arena_full like reserve().
+  void extend_by_repeating_for_bench(int seq, int32_t n);
+
   KVLayerView layer_view(int il) const;
   const uint32_t* table(int seq, int il) const;  // backend-visible block table of one layer
   KVStats stats() const;

@@ -1,0 +1,44 @@
+// bench_hooks.cpp — time_attention().
+#include "bench_hooks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <vector>
+
+namespace gaacrt {
+
+double time_attention(Context& ctx, int seq, int il, int reps) {
+  const ModelConfig& c = ctx.model().config();
+  Backend& be = ctx.model().backend();
+  KVCache& cache = ctx.cache();
+  const int32_t n = cache.length(seq);
+  std::vector<float> q((size_t)c.n_head * c.head_dim_k);
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& x : q) x = nd(rng);
+  float* dq = static_cast<float*>(be.alloc(q.size() * sizeof(float)));
+  float* dout = static_cast<float*>(be.alloc((size_t)c.n_head * c.head_dim_v * sizeof(float)));
+  AttnSeq* dseq = static_cast<AttnSeq*>(be.alloc(sizeof(AttnSeq)));
+  be.upload(dq, q.data(), q.size() * sizeof(float));
+  const AttnSeq s{cache.table(seq, il), 0, 1, n - 1};
+  be.upload(dseq, &s, sizeof s);
+  const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
+  const KVLayerView kv = cache.layer_view(il);
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    be.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    be.attention(kv, args, dseq, 1, dq, dout);
+    be.synchronize();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (r > 0) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+  }
+  be.free(dq);
+  be.free(dout);
+  be.free(dseq);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace gaacrt

@@ -1,7 +1,8 @@
-// test_e8_rotation.cpp — the E8 rotation generator (e8_rotation.h): its own log / sincos agree
+// test_e8_rotation.cpp — the E8 rotation generator (e8_rotation.h) and the key slots: its own log / sincos agree
 // with libm, R is orthogonal, and the matrix bits are the recorded ones. The same program runs
 // natively and under qemu-aarch64 (tests/test_e8_cpp.py), so the checksums pin one matrix
-// across platforms; a key block encoded on either produces the same slot bytes.
+// across platforms; a key block encoded on either produces the same slot bytes, and both
+// scoring paths match a dense dot product on either SIMD path.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -85,4 +86,40 @@ TEST_CASE(e8_repro_key_slots_are_the_recorded_bytes) {
   e8_encode_key_block(c, k.data(), slots);
   const uint64_t h = fnv1a(slot.data(), slot.size());
   CHECK(h == kSlotsD128, strfmt("slot hash %016llx, recorded %016llx", (unsigned long long)h, (unsigned long long)kSlotsD128));
+}
+
+// The scoring paths on this platform's SIMD (SSE2 on x86-64, NEON on aarch64) against a double
+// dot product with the decoded keys: s = <q, k^> = <R q, R k^>.
+TEST_CASE(e8_repro_scores_match_dense_decode) {
+  for (int32_t d : {64, 256}) {
+    const E8LayerCodec c = e8_layer_codec(d, 1);
+    const int32_t T = e8_tile_dim(d), nh = e8_n_half(d);
+    std::vector<float> k(16 * (size_t)d), q(2 * (size_t)d), qr(2 * (size_t)d), kh(16 * (size_t)d);
+    for (size_t i = 0; i < k.size(); ++i) k[i] = (float)((int)((i * 40503u) % 997) - 498) / 100.0f;
+    for (size_t i = 0; i < q.size(); ++i) q[i] = (float)((int)((i * 9973u) % 211) - 105) / 50.0f;
+    std::vector<uint8_t> buf(nh * (size_t)e8_k_slot_bytes(T));
+    std::vector<uint8_t*> s(nh);
+    std::vector<const uint8_t*> cs(nh);
+    for (int32_t h = 0; h < nh; ++h) cs[h] = s[h] = buf.data() + h * e8_k_slot_bytes(T);
+    e8_encode_key_block(c, k.data(), s.data());
+    e8_decode_key_block(c, cs.data(), kh.data());
+    e8_rotate(c.rot.data(), d, q.data(), 2, qr.data());
+    std::vector<float> sb(32), table((size_t)(d / 8) * 65536), sa(16);
+    e8_score_key_block(c, cs.data(), qr.data(), 2, sb.data());
+    for (int32_t hq = 0; hq < 2; ++hq) {
+      e8_build_query_tables(qr.data() + hq * d, d, table.data());
+      e8_score_key_block_table(c, cs.data(), table.data(), sa.data());
+      for (int32_t t = 0; t < 16; ++t) {
+        double ref = 0, qn = 0, kn = 0;
+        for (int32_t i = 0; i < d; ++i) {
+          ref += (double)q[hq * d + i] * kh[t * d + i];
+          qn += (double)q[hq * d + i] * q[hq * d + i];
+          kn += (double)kh[t * d + i] * kh[t * d + i];
+        }
+        const double tol = 1e-5 * std::sqrt(qn * kn);
+        CHECK(std::fabs(sb[hq * 16 + t] - ref) <= tol, strfmt("d %d head %d token %d: (B) %.7g vs %.7g", d, hq, t, sb[hq * 16 + t], ref));
+        CHECK(std::fabs(sa[t] - ref) <= tol, strfmt("d %d head %d token %d: (A) %.7g vs %.7g", d, hq, t, sa[t], ref));
+      }
+    }
+  }
 }

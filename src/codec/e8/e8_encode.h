@@ -55,69 +55,105 @@ GAACRT_HD uint32_t e8_ball_rank(uint32_t digits) {
   return rank;
 }
 
-// One branch: nearest point of U to y (NN_U), returned as a code whose shift bit is set for
-// beta = -1/4, together with |y - u|^2.
-GAACRT_HD E8Encoded e8_nearest_u(E8Vec8 y, bool minus_quarter) {
-  float t[E8_BLOCK];
+// What the search of one branch leaves for the build: the folded input, its order, the winner.
+struct E8BranchSearch {
+  float t[E8_BLOCK];      // |y|
+  int32_t ord[E8_BLOCK];  // indices of t, descending
+  uint32_t negmask, p;    // signs of y, and the parity of their count
+  int32_t cand;           // winner: type 0..6, or 7 + pad index
+  float err;              // |y - u|^2 from the winner's score: |t|^2 - (2<t,v> - |v|^2)
+};
+
+// Type c = 0..6 is (k, m) = (0,0) (1,0) (2,0) (3,0) (4,0) (0,1) (1,1): k entries 3/2, m entries 5/2.
+GAACRT_HD int32_t e8_type_k(int32_t c) { return c < 5 ? c : c - 5; }
+GAACRT_HD int32_t e8_type_m(int32_t c) { return c < 5 ? 0 : 1; }
+
+// Search phase of one branch: score the 7 types and (when they can win) the 29 pads.
+GAACRT_HD E8BranchSearch e8_branch_search(E8Vec8 y) {
+  E8BranchSearch out;
   uint32_t negmask = 0, p = 0;
+  float tt = 0.0f;
   for (int32_t i = 0; i < E8_BLOCK; ++i) {
     const bool neg = y.v[i] < 0.0f;
-    t[i] = neg ? -y.v[i] : y.v[i];
+    out.t[i] = neg ? -y.v[i] : y.v[i];
+    tt += out.t[i] * out.t[i];
     negmask |= (uint32_t)neg << i;
     p ^= (uint32_t)neg;
   }
-  // Descending order of t (insertion sort; 8 elements).
-  int32_t ord[E8_BLOCK];
-  for (int32_t i = 0; i < E8_BLOCK; ++i) {
-    int32_t j = i;
-    while (j > 0 && t[ord[j - 1]] < t[i]) { ord[j] = ord[j - 1]; --j; }
-    ord[j] = i;
+  // Descending order of t: an optimal 19-comparator sorting network on (value, index) pairs,
+  // branch-free (each step is a compare and two selects). Equal values may come out in either
+  // order, which changes no score.
+  float ts[E8_BLOCK];
+  for (int32_t i = 0; i < E8_BLOCK; ++i) { ts[i] = out.t[i]; out.ord[i] = i; }
+  const uint8_t net[19][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}, {0, 1}, {2, 3},
+                              {4, 5}, {6, 7}, {2, 4}, {3, 5}, {1, 4}, {3, 6}, {1, 2}, {3, 4}, {5, 6}};
+  for (int32_t c = 0; c < 19; ++c) {
+    const int32_t a = net[c][0], b = net[c][1];
+    const float ta = ts[a], tb = ts[b];
+    const int32_t oa = out.ord[a], ob = out.ord[b];
+    const bool sw = tb > ta;
+    ts[a] = sw ? tb : ta; ts[b] = sw ? ta : tb;
+    out.ord[a] = sw ? ob : oa; out.ord[b] = sw ? oa : ob;
   }
   float P[E8_BLOCK + 1];
   P[0] = 0.0f;
-  for (int32_t r = 0; r < E8_BLOCK; ++r) P[r + 1] = P[r] + t[ord[r]];
-  const float tmin = t[ord[E8_BLOCK - 1]];
+  for (int32_t r = 0; r < E8_BLOCK; ++r) P[r + 1] = P[r] + ts[r];
+  const float tmin = ts[E8_BLOCK - 1];
 
   // Candidates: 7 types, then 29 pads. Scores below are 2<t,v> - |v|^2 - P_8.
-  const int32_t type_k[7] = {0, 1, 2, 3, 4, 0, 1};
-  const int32_t type_m[7] = {0, 0, 0, 0, 0, 1, 1};
   float best = -3.0e38f;
   int32_t best_cand = 0;
   for (int32_t c = 0; c < 7; ++c) {
-    const int32_t k = type_k[c], m = type_m[c];
+    const int32_t k = e8_type_k(c), m = e8_type_m(c);
     const uint32_t f = ((uint32_t)k + p) & 1u;
     const float s = 2.0f * P[m + k] + 2.0f * P[m] - (float)(2 + 2 * k + 6 * m) - (f ? 2.0f * tmin : 0.0f);
     if (s > best) { best = s; best_cand = c; }
   }
   const uint32_t f_pad = 1u - p;  // every pad has sigma = 9 (odd)
-  for (int32_t q = 0; q < E8_N_PADS; ++q) {
+  // A pad's score is at most 2 P_8 - 2 h - 12 with h >= the sum of the 3 smallest t, i.e. at most
+  // 2 P_5 - 12: when no pad can beat the best type (ties keep the type), skip all 29 (exact).
+  const bool pads_can_win = 2.0f * P[5] - 12.0f > best;
+  for (int32_t q = 0; pads_can_win && q < E8_N_PADS; ++q) {
     const uint32_t mask = e8_pad_mask(q);
     float h = 0.0f, mn = 3.0e38f;
     for (int32_t i = 0; i < E8_BLOCK; ++i) {
       const bool half = (mask >> i) & 1u;
-      if (half) h += t[i];
-      const float at = half ? 0.5f * t[i] : 1.5f * t[i];
+      if (half) h += out.t[i];
+      const float at = half ? 0.5f * out.t[i] : 1.5f * out.t[i];
       if (at < mn) mn = at;
     }
     const float s = 2.0f * P[E8_BLOCK] - 2.0f * h - 12.0f - (f_pad ? 4.0f * mn : 0.0f);
     if (s > best) { best = s; best_cand = 7 + q; }
   }
 
+  out.negmask = negmask;
+  out.p = p;
+  out.cand = best_cand;
+  out.err = tt - (P[E8_BLOCK] + best);
+  return out;
+}
+
+// Build phase: the code of the search's winner (shift bit set for beta = -1/4) and the error
+// |y - u|^2 recomputed from the point itself.
+GAACRT_HD E8Encoded e8_branch_build(E8BranchSearch sr, E8Vec8 y, bool minus_quarter) {
+  const uint32_t p = sr.p, negmask = sr.negmask;
+  const int32_t best_cand = sr.cand;
+
   // Build v (|v| x2 per dimension, and which entry is negated), then u = sgn * v.
   int32_t ax2[E8_BLOCK];
   uint32_t proto, vneg = 0;
   bool sigma_odd;
   if (best_cand < 7) {
-    const int32_t k = type_k[best_cand], m = type_m[best_cand];
+    const int32_t k = e8_type_k(best_cand), m = e8_type_m(best_cand);
     uint32_t digits = 0;
-    for (int32_t r = 0; r < E8_BLOCK; ++r) {
-      const int32_t dgt = r < m ? 2 : (r < m + k ? 1 : 0);
-      ax2[ord[r]] = 2 * dgt + 1;
-      digits |= (uint32_t)dgt << (2 * ord[r]);
+    for (int32_t j = 0; j < E8_BLOCK; ++j) {
+      const int32_t dgt = j < m ? 2 : (j < m + k ? 1 : 0);
+      ax2[sr.ord[j]] = 2 * dgt + 1;
+      digits |= (uint32_t)dgt << (2 * sr.ord[j]);
     }
     proto = e8_ball_rank(digits);
     sigma_odd = (k & 1) != 0;
-    if (((uint32_t)k + p) & 1u) vneg = 1u << ord[E8_BLOCK - 1];
+    if (((uint32_t)k + p) & 1u) vneg = 1u << sr.ord[E8_BLOCK - 1];
   } else {
     const int32_t q = best_cand - 7;
     const uint32_t mask = e8_pad_mask(q);
@@ -125,12 +161,12 @@ GAACRT_HD E8Encoded e8_nearest_u(E8Vec8 y, bool minus_quarter) {
     float mn = 3.0e38f;
     for (int32_t i = 0; i < E8_BLOCK; ++i) {
       ax2[i] = ((mask >> i) & 1u) ? 1 : 3;
-      const float at = 0.5f * (float)ax2[i] * t[i];
+      const float at = 0.5f * (float)ax2[i] * sr.t[i];
       if (at < mn) { mn = at; arg = i; }
     }
     proto = (uint32_t)(E8_N_PROTO_BALL + q);
     sigma_odd = true;
-    if (f_pad) vneg = 1u << arg;
+    if (1u - p) vneg = 1u << arg;  // f = 1 - p for every pad
   }
 
   // Flip bits relative to a' (coordinate 7 of a' is already negative when sigma is odd), in the
@@ -153,6 +189,11 @@ GAACRT_HD E8Encoded e8_nearest_u(E8Vec8 y, bool minus_quarter) {
   return r;
 }
 
+// One branch: nearest point of U to y (NN_U), as a code whose shift bit is set for beta = -1/4.
+GAACRT_HD E8Encoded e8_nearest_u(E8Vec8 y, bool minus_quarter) {
+  return e8_branch_build(e8_branch_search(y), y, minus_quarter);
+}
+
 // Nearest codeword of x (§4): the better branch, ties to +1/4.
 GAACRT_HD E8Encoded e8_encode_block(E8Vec8 x) {
   E8Vec8 yp, ym;
@@ -160,9 +201,10 @@ GAACRT_HD E8Encoded e8_encode_block(E8Vec8 x) {
     yp.v[i] = x.v[i] - 0.25f;
     ym.v[i] = x.v[i] + 0.25f;
   }
-  const E8Encoded plus = e8_nearest_u(yp, false);
-  const E8Encoded minus = e8_nearest_u(ym, true);
-  return minus.err < plus.err ? minus : plus;
+  // Both branches are searched; only the better one is built (ties to +1/4).
+  const E8BranchSearch plus = e8_branch_search(yp);
+  const E8BranchSearch minus = e8_branch_search(ym);
+  return minus.err < plus.err ? e8_branch_build(minus, ym, true) : e8_branch_build(plus, yp, false);
 }
 
 }  // namespace gaacrt

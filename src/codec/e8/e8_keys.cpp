@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstring>
 
+
 #include "common/error.h"
 #include "common/half.h"
 #include "e8_encode.h"
 #include "e8_layout.h"
+#include "e8_simd.h"
 #include "kv/kv_view.h"
 #include "codec/scalar/scalar_codecs.h"
 
@@ -34,44 +36,44 @@ void check_codec(const E8LayerCodec& c, const char* op) {
     throw Error("e8", "bad_codec", strfmt("%s: rotation has %zu entries, expected %d x %d", op, c.rot.size(), c.d, c.d));
 }
 
-// (n - 8) / 2 for every nibble value: the decoded coordinate before the +-1/4 shift.
-struct NibbleLut {
-  float v[16];
-  NibbleLut() {
-    for (int n = 0; n < 16; ++n) v[n] = 0.5f * (float)(n - 8);
+// The CPU decoder's tables, expanded once from the 1 KiB packed table (spec §3: expanding is fine
+// on a CPU; GPUs keep the 1 KiB form): base[a] = a' as 8 floats in natural order, and per raw
+// sign byte s the float sign masks of its effective flips e = s ^ pi plus its shift. A block
+// then decodes as 8 lanes of (base XOR mask) + shift: no nibble extraction, vectorizable.
+struct DecodeTables {
+  float base[E8_N_PROTO][E8_BLOCK];
+  uint32_t mask[256][E8_BLOCK];
+  float shift[256];
+  DecodeTables() {
+    for (int32_t a = 0; a < E8_N_PROTO; ++a)
+      for (int32_t i = 0; i < E8_BLOCK; ++i) base[a][i] = 0.5f * (float)e8_word_base_x2(e8_packed_table[a], i);
+    for (uint32_t s = 0; s < 256; ++s) {
+      const uint32_t pi = e8_parity32(s), e = s ^ pi;
+      for (int32_t i = 0; i < E8_BLOCK; ++i) mask[s][i] = ((e >> e8_dim2bit(i)) & 1u) << 31;
+      shift[s] = pi ? -0.25f : 0.25f;
+    }
   }
 };
-const NibbleLut kNib;
+const DecodeTables kDec;
+
 
 // Decode the d/8 codes of one token from its quads (all halves) into g (rotated basis, lattice
-// units): g[8j + i] for block j.
+// units): g[8j + i] for block j. Equal to e8_decode_word on every code (both exact).
 void decode_token_g(const uint8_t* const* slots, int32_t d, int32_t t, float* g) {
   const int32_t T = e8_tile_dim(d), nq = T / E8_QUAD_DIMS;
   for (int32_t h = 0; h < e8_n_half(d); ++h)
     for (int32_t q = 0; q < nq; ++q) {
       const E8Quad quad = e8_k_quad(slots[h], T, t, q);
       for (int32_t i = 0; i < E8_QUAD; ++i) {
-        uint32_t parity;
-        const uint32_t sw = e8_signed_word(e8_packed_table[e8_quad_proto(quad.proto, i)],
-                                           e8_quad_spread_flips(quad.signs, i, &parity));
-        const float shift = parity ? -0.25f : 0.25f;
-        float* out = g + h * T + q * E8_QUAD_DIMS + i * E8_BLOCK;
-        // Nibble k holds dim e8_bit2dim(k): 0,2,4,6 in the low half-word, 1,3,5,7 in the high one.
-        for (int32_t k = 0; k < 4; ++k) {
-          out[2 * k] = kNib.v[(sw >> (4 * k)) & 15u] + shift;
-          out[2 * k + 1] = kNib.v[(sw >> (16 + 4 * k)) & 15u] + shift;
-        }
+        const uint32_t s = e8_gather_bits(e8_quad_spread_signs(quad.signs, i));
+        const float* b = kDec.base[e8_quad_proto(quad.proto, i)];
+        const uint32_t* m = kDec.mask[s];
+        const float sh = kDec.shift[s];
+        e8_decode_block8(b, m, sh, g + h * T + q * E8_QUAD_DIMS + i * E8_BLOCK);
       }
     }
 }
 
-// Dot product in 8 lanes (d is a multiple of 8).
-inline float dot8(const float* a, const float* b, int32_t d) {
-  float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int32_t j = 0; j < d; j += 8)
-    for (int k = 0; k < 8; ++k) l[k] += a[j + k] * b[j + k];
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
 
 std::vector<float> bf16_halves_to_f32(const uint16_t* const* pages, int32_t d) {
   const int32_t T = e8_tile_dim(d);
@@ -101,7 +103,7 @@ void e8_encode_rotated(const float* kr, int64_t n, int32_t d, float alpha, uint1
   const int32_t M = d / E8_BLOCK;
   for (int64_t r = 0; r < n; ++r) {
     const float* k = kr + r * d;
-    const float nrm = std::sqrt(dot8(k, k, d));
+    const float nrm = std::sqrt(e8_dot8(k, k, d));
     // A zero (or non-finite) norm encodes the zero vector; the stored n makes it decode to n*g.
     const float s = (nrm > 0.0f && std::isfinite(nrm)) ? alpha / nrm : 0.0f;
     norms[r] = nrm;
@@ -175,7 +177,7 @@ void e8_score_key_block(const E8LayerCodec& c, const uint8_t* const* slots, cons
   for (int32_t t = 0; t < kTok; ++t) {
     decode_token_g(slots, d, t, g);
     const float sc = e8_k_norm(slots[0], T, t) / c.alpha;
-    for (int32_t h = 0; h < n_q; ++h) scores[h * kTok + t] = sc * dot8(q_rot + (size_t)h * d, g, d);
+    for (int32_t h = 0; h < n_q; ++h) scores[h * kTok + t] = sc * e8_dot8(q_rot + (size_t)h * d, g, d);
   }
 }
 

@@ -32,6 +32,10 @@ namespace gaacrt {
 constexpr int32_t E8_TILE_TOKENS = 16;     // = KV_BLOCK_TOKENS (checked in e8_keys.cpp)
 constexpr int32_t E8_TILE_MAX_DIM = 128;   // = KV_TILE_MAX_DIM
 constexpr int32_t E8_QUAD_DIMS = E8_QUAD * E8_BLOCK;  // 32 dims per quad
+// Residual window (spec §8): the newest W tokens stay BF16; a block is encoded once all 16 of its
+// tokens are older than W, so W .. W+15 tokens are raw at any time. The scalar baselines (q8,
+// kivi2) use the same rule.
+constexpr int32_t E8_DEFAULT_WINDOW = 128;
 
 GAACRT_HD int32_t e8_tile_dim(int32_t d) { return d < E8_TILE_MAX_DIM ? d : E8_TILE_MAX_DIM; }
 GAACRT_HD int32_t e8_n_half(int32_t d) { return d / e8_tile_dim(d); }

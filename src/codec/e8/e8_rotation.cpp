@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "e8_simd.h"
 
 namespace gaacrt {
 
@@ -136,14 +137,6 @@ std::vector<float> e8_haar_rotation(int32_t d, uint64_t seed, int32_t layer) {
 
 namespace {
 
-// Dot product of length d (a multiple of 8) in 8 lanes, combined in a fixed tree.
-inline float dot8(const float* a, const float* b, int32_t d) {
-  float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int32_t j = 0; j < d; j += 8)
-    for (int k = 0; k < 8; ++k) l[k] += a[j + k] * b[j + k];
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
-
 void check_rot_dim(int32_t d, const char* op) {
   if (d <= 0 || d % 8 != 0) throw Error("e8", "bad_head_dim", strfmt("%s: head dim %d is not a positive multiple of 8", op, d));
 }
@@ -153,7 +146,7 @@ void check_rot_dim(int32_t d, const char* op) {
 void e8_rotate(const float* R, int32_t d, const float* x, int64_t n, float* y) {
   check_rot_dim(d, "e8_rotate");
   for (int64_t r = 0; r < n; ++r)
-    for (int32_t i = 0; i < d; ++i) y[r * d + i] = dot8(R + (size_t)i * d, x + r * d, d);
+    for (int32_t i = 0; i < d; ++i) y[r * d + i] = e8_dot8(R + (size_t)i * d, x + r * d, d);
 }
 
 void e8_unrotate(const float* R, int32_t d, const float* x, int64_t n, float* y) {

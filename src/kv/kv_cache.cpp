@@ -321,7 +321,18 @@ void KVCache::extend_by_repeating_for_bench(int seq, int32_t n) {
   if (src_blocks == 0) throw Error("kv", "invalid_argument", "extend_by_repeating_for_bench: no complete block to repeat");
   if (cfg_.sliding_window > 0) throw Error("kv", "invalid_argument", "extend_by_repeating_for_bench: sliding-window models");
   if (n > params_.n_ctx) throw Error("kv", "context_full", strfmt("extend to %d tokens > n_ctx %d", n, params_.n_ctx));
-  const int32_t b0 = ceil_div(s.len, KV_BLOCK_TOKENS), b1 = ceil_div(n, KV_BLOCK_TOKENS);
+  // A partial last block is dropped first (its unwritten rows would be read as keys).
+  const int32_t b0 = src_blocks, b1 = ceil_div(n, KV_BLOCK_TOKENS);
+  for (int il = 0; il < cfg_.n_layer && s.len % KV_BLOCK_TOKENS; ++il) {
+    uint32_t* t = s.table.data() + il * table_entries_per_layer();
+    for (int h = 0; h < cfg_.n_head_kv; ++h)
+      for (int is_v = 0; is_v < 2; ++is_v)
+        for (int half = 0; half < n_half_; ++half) {
+          uint32_t& e = t[entry_index(h, is_v, half, b0)];
+          arena_->free_entry(e);
+          e = KV_ENTRY_EMPTY;
+        }
+  }
   std::vector<uint8_t> buf;
   for (int32_t b = b0; b < b1; ++b)
     for (int il = 0; il < cfg_.n_layer; ++il) {
@@ -343,8 +354,7 @@ void KVCache::extend_by_repeating_for_bench(int seq, int32_t n) {
           }
     }
   s.len = n;
-  s.finalized = std::max(s.finalized, std::min(b1, s.finalized + (b1 - b0)));
-  finalize_ready(seq);
+  finalize_ready(seq);  // copies of raw blocks are compressed like any other; slots are skipped
   sync_table(seq);
 }
 

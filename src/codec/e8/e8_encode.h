@@ -15,6 +15,9 @@
 //    descending arrangement of 7 "types" (m entries 5/2, k entries 3/2, rest 1/2) can win; the 29
 //    pads are scored one by one. Scores are 2<t,v> - |v|^2 (larger is nearer), written with the
 //    prefix sums P_r of the sorted t: 2 sum a_r t_(r) = P_8 + 2 P_(m+k) + 2 P_m.
+//  * Cost: each branch is searched (e8_branch_search: sort, 7 type scores, the pads only when
+//    their bound 2 P_5 - 12 beats the best type, ~10 % of blocks); only the better branch is
+//    turned into a code (e8_branch_build: placement, prototype rank, sign byte).
 #pragma once
 #include "e8_codebook.h"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codec/gaac/gaac_format.h"
+#include "codec/gaac/gaac_host.h"
 #include "common/error.h"
 #include "common/half.h"
 #include "kv/gaac_codec.h"
@@ -37,8 +38,8 @@ bool load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int3
       // GAAC: lossless, so attention sees exactly the BF16 values a raw page would hold.
       const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
       const int64_t off = (int64_t)head * d + (int64_t)half * td;
-      const GaacCheck c = gaac_decode_tile(kv_entry_ptr(kv, e, is_v), td, st.capacity[is_v], st.bases[is_v][0] + off,
-                                           st.bases[is_v][1] + off, tile, td);
+      const GaacCheck c = gaac_decode_tile_fast(kv_entry_ptr(kv, e, is_v), td, st.capacity[is_v],
+                                                st.bases[is_v][0] + off, st.bases[is_v][1] + off, tile, td);
       if (c.status != GAAC_OK) return false;
       src = tile;
     }

@@ -6,14 +6,13 @@
 #include <cmath>
 #include <cstring>
 
-
+#include "codec/scalar/scalar_codecs.h"
 #include "common/error.h"
 #include "common/half.h"
 #include "e8_encode.h"
 #include "e8_layout.h"
 #include "e8_simd.h"
 #include "kv/kv_view.h"
-#include "codec/scalar/scalar_codecs.h"
 
 namespace gaacrt {
 
@@ -56,7 +55,6 @@ struct DecodeTables {
 };
 const DecodeTables kDec;
 
-
 // Decode the d/8 codes of one token from its quads (all halves) into g (rotated basis, lattice
 // units): g[8j + i] for block j. Equal to e8_decode_word on every code (both exact).
 void decode_token_g(const uint8_t* const* slots, int32_t d, int32_t t, float* g) {
@@ -73,7 +71,6 @@ void decode_token_g(const uint8_t* const* slots, int32_t d, int32_t t, float* g)
       }
     }
 }
-
 
 std::vector<float> bf16_halves_to_f32(const uint16_t* const* pages, int32_t d) {
   const int32_t T = e8_tile_dim(d);

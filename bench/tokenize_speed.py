@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""bench/tokenize.py — tokenization throughput (MB/s of UTF-8 input) of gaacrt's tokenizer beside
+"""bench/tokenize_speed.py — tokenization throughput (MB/s of UTF-8 input) of gaacrt's tokenizer beside
 llama.cpp's (llama-cpp-python, same process) and HF `tokenizers` (BPE model only; Gemma's
 SentencePiece vocabulary has scores, not merges, so there is no HF model to build from it).
 
-    python bench/tokenize.py [--mb 1.0] [--repeat 5] [--out bench/results/tokenize.md]
+    python bench/tokenize_speed.py [--mb 1.0] [--repeat 5] [--out bench/results/tokenize.md]
 
 Text: the license texts in /usr/share/common-licenses, sorted by name, concatenated and repeated
 up to --mb MiB (English prose with section numbers, URLs and indentation). Each tokenizer runs
@@ -90,7 +90,7 @@ def main() -> None:
     lines = [
         "# Tokenization throughput",
         "",
-        f"`python bench/tokenize.py --mb {args.mb} --repeat {args.repeat}` on {platform.processor() or platform.machine()}, "
+        f"`python bench/tokenize_speed.py --mb {args.mb} --repeat {args.repeat}` on {platform.processor() or platform.machine()}, "
         f"{time.strftime('%Y-%m-%d')}. Input: {len(text):,} bytes of /usr/share/common-licenses text, one call per run, "
         f"best of {args.repeat}, one thread, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the "
         f"columns of one run share the machine's state). Token ids identical across implementations (checked in the run).",

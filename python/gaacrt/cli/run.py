@@ -38,7 +38,8 @@ class Chat:
         self.system = args.system
         self.sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                                        repeat_penalty=args.repeat_penalty, seed=args.seed)
-        self.session: Session = model.session(n_ctx=args.ctx_size, cache=args.cache)
+        self.session: Session = model.session(n_ctx=args.ctx_size, cache=args.cache, calibration=args.calibration,
+                                              check_lossless=args.check_lossless)
         self.messages: list[dict] = []
 
     def clear(self) -> None:
@@ -99,6 +100,14 @@ class Chat:
             print(f"[prompt {last.prompt_tokens} tokens, {last.prompt_tps:.1f} tok/s | decode {last.decode_tokens} "
                   f"tokens, {last.decode_tps:.1f} tok/s | peak memory {last.peak_memory / 2**20:.0f} MiB | "
                   f"KV {self.session.n_past}/{self.session.n_ctx} tokens, {self.args.cache}]", file=sys.stderr)
+            st = self.session.kv_stats()
+            if "k" in st:  # a compressed format: what it is doing
+                kv = " | ".join(
+                    f"{n.upper()} codec {st[n]['codec_ratio']:.3f}, groups 3-bit {100 * st[n]['share_3bit']:.1f}% "
+                    f"4-bit {100 * st[n]['share_4bit']:.1f}% raw {100 * st[n]['share_raw_groups']:.2f}%, "
+                    f"raw tiles {100 * st[n]['raw_tile_share']:.1f}%" for n in ("k", "v"))
+                print(f"[KV resident {st['resident_bytes'] / 2**20:.2f} MiB, ratio {st['resident_ratio']:.3f} | {kv}]",
+                      file=sys.stderr)
 
     def command(self, line: str) -> bool:
         """Handles a /command; returns False to quit."""
@@ -194,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default all cores)")
     ap.add_argument("--cache", default="bf16", help="KV cache format: bf16 (default), gaac, e8")
     ap.add_argument("--backend", default="auto", help="auto (default), cpu, cuda")
+    ap.add_argument("--calibration", default=None, help="GAAC sidecar (default: model.gaac beside the model, "
+                                                          "else calibrate online)")
+    ap.add_argument("--check-lossless", action="store_true",
+                    help="run a BF16 cache beside and stop at the first logit that differs by one bit")
     ap.add_argument("--verbose", action="store_true", help="print tok/s and peak memory after each reply")
     return ap
 

@@ -131,7 +131,11 @@ def main():
         out.append(f"| {r['d']} | {r['qrot'] * 1e6:.1f} | {ms(r['b1'])} | {ms(r['bg'])} | {ms(r['build'])} | "
                    f"{ms(r['gather'])} | {ms(a1)} | {ms(a.group * a1)} | {r['table_mib']:.0f} | "
                    f"{r['bg'] / a.group / n * 1e9:.1f} | {ms(r['blas'])} |")
-    out += ["", f"Scalar key tiles, d = 128, 1 query head over {n} keys: q8 {ms(sc['q8'])} ms, "
+    ratios = ", ".join(f"d = {r['d']}: {a.group * (r['build'] + r['gather']) / r['bg']:.1f}x" for r in rows)
+    gather_vs_b = ", ".join(f"d = {r['d']}: {r['gather'] / r['b1']:.2f}" for r in rows)
+    out += ["", f"(A) / (B) time for a group of {a.group} query heads: {ratios}. Even without its build, "
+            f"(A)'s gather per key costs this much of (B)'s decode+dot for one head: {gather_vs_b}.",
+            "", f"Scalar key tiles, d = 128, 1 query head over {n} keys: q8 {ms(sc['q8'])} ms, "
             f"KIVI-2 {ms(sc['kivi2'])} ms (host routines of scalar_codecs.cpp).", ""]
     text = "\n".join(out)
     print(text)

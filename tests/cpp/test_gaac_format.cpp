@@ -83,9 +83,9 @@ TEST_CASE(gaac_group_tag_and_codes_match_the_per_element_rule) {
     }
     const uint32_t want = ok3 ? 0 : ok4 ? 1 : 2;
     const GaacGroupIn in = gaac_group_load(v);
-    const uint32_t tag = gaac_group_tag(in, b3, b4);
+    const uint32_t tag = gaac_group_tag(in, gaac_bases16(b3, b4));
     CHECK(tag == want, strfmt("tag %u, rule says %u", tag, want));
-    const GaacU32x2 c = gaac_group_full_codes(in, tag, b3, b4);
+    const GaacU32x2 c = gaac_group_full_codes(in, tag, gaac_bases16(b3, b4));
     for (int m = 0; m < 8; ++m) {
       const uint32_t base = tag == 0 ? b3[m] : tag == 1 ? b4[m] : 0;
       CHECK((((m < 4 ? c.lo : c.hi) >> (8 * (m & 3))) & 0xFF) == e[m] - base, strfmt("code of channel %d", m));

@@ -236,8 +236,15 @@ GAACRT_HD GaacGroupIn gaac_group_load(const GAACRT_DEVICE uint16_t* v) {
   }
   return g;
 }
-GAACRT_HD uint32_t gaac_bases16(const GAACRT_DEVICE uint8_t* b, int32_t k) {
-  return (uint32_t)b[2 * k] | ((uint32_t)b[2 * k + 1] << 16);
+// The 8 b3 and 8 b4 bases of a group column in the same 16-bit lanes (loaded once per lane).
+struct GaacBases16 { uint32_t b3[4], b4[4]; };
+GAACRT_HD GaacBases16 gaac_bases16(const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4) {
+  GaacBases16 r;
+  for (int32_t k = 0; k < 4; ++k) {
+    r.b3[k] = (uint32_t)b3[2 * k] | ((uint32_t)b3[2 * k + 1] << 16);
+    r.b4[k] = (uint32_t)b4[2 * k] | ((uint32_t)b4[2 * k + 1] << 16);
+  }
+  return r;
 }
 // Two 16-bit-lane words (elements 0,1 and 2,3) -> one byte-lane word.
 GAACRT_HD uint32_t gaac_pack_bytes(uint32_t a, uint32_t b) {
@@ -245,26 +252,23 @@ GAACRT_HD uint32_t gaac_pack_bytes(uint32_t a, uint32_t b) {
 }
 
 // Mode of a group: 3-bit when every e - b3 is in 0..7, else 4-bit when every e - b4 is in 0..15,
-// else raw. b3, b4 point at the group's 8 bases.
-GAACRT_HD uint32_t gaac_group_tag(GaacGroupIn in, const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4) {
+// else raw.
+GAACRT_HD uint32_t gaac_group_tag(GaacGroupIn in, GaacBases16 b) {
   uint32_t miss3 = 0, miss4 = 0;
   for (int32_t k = 0; k < 4; ++k) {
     const uint32_t biased = in.e[k] | 0x01000100u;
-    miss3 |= ((biased - gaac_bases16(b3, k)) & 0xFFF8FFF8u) ^ 0x01000100u;
-    miss4 |= ((biased - gaac_bases16(b4, k)) & 0xFFF0FFF0u) ^ 0x01000100u;
+    miss3 |= ((biased - b.b3[k]) & 0xFFF8FFF8u) ^ 0x01000100u;
+    miss4 |= ((biased - b.b4[k]) & 0xFFF0FFF0u) ^ 0x01000100u;
   }
   return miss3 == 0 ? GAAC_TAG_3BIT : (miss4 == 0 ? GAAC_TAG_4BIT : GAAC_TAG_RAW);
 }
 
 // Full codes e - base(tag) of a group in byte lanes (channels 0..3, 4..7). No lane borrows: the
 // tag was chosen so that every e >= its base.
-GAACRT_HD GaacU32x2 gaac_group_full_codes(GaacGroupIn in, uint32_t tag, const GAACRT_DEVICE uint8_t* b3,
-                                          const GAACRT_DEVICE uint8_t* b4) {
+GAACRT_HD GaacU32x2 gaac_group_full_codes(GaacGroupIn in, uint32_t tag, GaacBases16 b) {
   uint32_t c[4];
-  for (int32_t k = 0; k < 4; ++k) {
-    const uint32_t base = tag == GAAC_TAG_3BIT ? gaac_bases16(b3, k) : (tag == GAAC_TAG_4BIT ? gaac_bases16(b4, k) : 0u);
-    c[k] = in.e[k] - base;
-  }
+  for (int32_t k = 0; k < 4; ++k)
+    c[k] = in.e[k] - (tag == GAAC_TAG_3BIT ? b.b3[k] : (tag == GAAC_TAG_4BIT ? b.b4[k] : 0u));
   GaacU32x2 r;
   r.lo = gaac_pack_bytes(c[0], c[1]);
   r.hi = gaac_pack_bytes(c[2], c[3]);
@@ -369,10 +373,11 @@ GAACRT_HD int32_t gaac_encode_tile(const GAACRT_DEVICE uint16_t* raw, int32_t st
   // Pass 1: modes only, so that a tile that does not fit leaves the slot untouched.
   for (int32_t l = 0; l < nl; ++l) {
     const int32_t h = l >= G ? 1 : 0, g = l - h * G;
+    const GaacBases16 bw = gaac_bases16(b3 + 8 * g, b4 + 8 * g);
     tags[l] = 0;
     for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
       const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
-      const uint32_t tag = gaac_group_tag(gaac_group_load(raw + t * stride + 8 * g), b3 + 8 * g, b4 + 8 * g);
+      const uint32_t tag = gaac_group_tag(gaac_group_load(raw + t * stride + 8 * g), bw);
       tags[l] |= tag << (2 * j);
       n_x += tag != GAAC_TAG_3BIT;
       n_raw += tag == GAAC_TAG_RAW;
@@ -385,12 +390,13 @@ GAACRT_HD int32_t gaac_encode_tile(const GAACRT_DEVICE uint16_t* raw, int32_t st
   uint32_t xo = 0, ro = n_x;
   for (int32_t l = 0; l < nl; ++l) {
     const int32_t h = l >= G ? 1 : 0, g = l - h * G;
+    const GaacBases16 bw = gaac_bases16(b3 + 8 * g, b4 + 8 * g);
     uint32_t w[6] = {0, 0, 0, 0, 0, 0};
     for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
       const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
       const GaacGroupIn in = gaac_group_load(raw + t * stride + 8 * g);
       const uint32_t tag = (tags[l] >> (2 * j)) & 3u;
-      const GaacU32x2 c = gaac_group_full_codes(in, tag, b3 + 8 * g, b4 + 8 * g);
+      const GaacU32x2 c = gaac_group_full_codes(in, tag, bw);
       GAACRT_DEVICE uint8_t* sm = slot + 16u * (uint32_t)((j >> 1) * nl + l) + 8u * (uint32_t)(j & 1);
       gaac_st32(sm, gaac_pack_bytes(in.sm[0], in.sm[1]));
       gaac_st32(sm + 4, gaac_pack_bytes(in.sm[2], in.sm[3]));

@@ -1,8 +1,9 @@
 """The NEON path, built with Debian's aarch64 cross compiler and run under qemu-aarch64 (issue 2).
 
-Two builds of the C++ kernel tests (tests/cpp/test_main.cpp + test_vec_dot.cpp): one for
-armv8.2-a+dotprod (vdotq_s32) and one for plain armv8-a (vmull/vpadal), each checking NEON
-vec_dot against the scalar reference for every weight type; and tests/cpp/tools/dequant_dump.cpp
+Two builds of the C++ kernel tests (tests/cpp/test_main.cpp + test_vec_dot.cpp + test_vec_dot_q16.cpp):
+one for armv8.2-a+dotprod (vdotq_s32) and one for plain armv8-a (vmull/vpadal), each checking NEON
+vec_dot against the scalar reference for every weight type, with 8-bit and with Q16 (int16,
+vmlal_s16) activations; and tests/cpp/tools/dequant_dump.cpp
 built for aarch64, whose dequantization of random blocks must match gguf.quants.dequantize bit
 for bit. Without the cross tools the tests skip, unless GAACRT_REQUIRE_NEON=1 (CI) makes that a
 failure. Sources are compiled directly (no CMake) into a temporary directory.
@@ -26,8 +27,9 @@ CORE_SOURCES = [
     "backends/cpu/cpu_features.cpp", "backends/cpu/dequantize.cpp",
     "backends/cpu/quantize_act.cpp", "backends/cpu/quantize_act_neon.cpp",
     "backends/cpu/vec_dot.cpp", "backends/cpu/vec_dot_scalar.cpp", "backends/cpu/vec_dot_neon.cpp",
+    "backends/cpu/vec_dot_q16_scalar.cpp", "backends/cpu/vec_dot_q16_neon.cpp",
 ]
-TEST_SOURCES = ["tests/cpp/test_main.cpp", "tests/cpp/test_vec_dot.cpp"]
+TEST_SOURCES = ["tests/cpp/test_main.cpp", "tests/cpp/test_vec_dot.cpp", "tests/cpp/test_vec_dot_q16.cpp"]
 FLAGS = ["-O2", "-std=c++17", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
          f"-I{ROOT / 'src'}", f"-I{ROOT / 'backends'}"]
 
@@ -78,6 +80,9 @@ def test_neon_vec_dot_matches_scalar_under_qemu(arm_programs, build, isa_line):
     assert isa_line in r.stdout, f"the NEON path was not the one tested:\n{r.stdout}"
     assert "[ ok ] simd_vec_dot_matches_scalar_for_every_type" in r.stdout
     assert "[ ok ] simd_activation_quantizers_are_bit_identical_to_scalar" in r.stdout
+    assert "[ ok ] simd_q16_vec_dot_matches_scalar_for_every_type" in r.stdout
+    assert "[ ok ] q16_kernels_stay_exact_at_every_formats_extreme_values" in r.stdout
+    assert "[ ok ] simd_q16_quantizer_is_bit_identical_to_scalar" in r.stdout
     assert " 0 failed" in r.stdout
 
 

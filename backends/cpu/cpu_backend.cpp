@@ -1,6 +1,7 @@
 // cpu_backend.cpp — CpuBackend memory, registration, and the op entry points.
 #include "cpu_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,10 +11,12 @@
 #include "dequantize.h"
 #include "matvec.h"
 #include "ops.h"
+#include "quantize_act.h"
 
 namespace gaacrt::cpu {
 
-CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
+CpuBackend::CpuBackend(int n_threads, int act_bits) : pool_(n_threads), act_bits_(act_bits) {
+  check_act_bits(act_bits);
   info_.backend = "cpu";
   info_.index = 0;
 #if defined(__aarch64__)
@@ -23,7 +26,7 @@ CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
 #else
   const char* arch = "cpu";
 #endif
-  info_.name = strfmt("%s (%s), %d threads", arch, isa_name(best_isa()), pool_.size());
+  info_.name = strfmt("%s (%s), %d threads, %d-bit activations", arch, isa_name(best_isa()), pool_.size(), act_bits_);
 }
 
 void* CpuBackend::alloc(size_t bytes) {
@@ -44,9 +47,19 @@ void CpuBackend::dequantize(const WeightView& w, float* dst) {
 }
 
 void CpuBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) {
-  cpu::matmul(w, x, n_tok, y, pool_, best_isa());
+  cpu::matmul(w, x, n_tok, y, pool_, best_isa(), act_bits_);
   if (bias)
     for (int64_t t = 0; t < n_tok; ++t) cpu::add(y + t * w.n_rows, bias, w.n_rows);
+}
+
+void CpuBackend::norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
+                              const WeightView* w, const float* const* bias, float* const* y, float* xn) {
+  cpu::rms_norm(x, norm_w, eps, n_tok, dim, xn, pool_);
+  for (int i0 = 0; i0 < n_w; i0 += kMaxMatmulGroup)  // Q/K/V and gate/up are one group
+    cpu::matmuls(std::min(kMaxMatmulGroup, n_w - i0), w + i0, xn, n_tok, y + i0, pool_, best_isa(), act_bits_);
+  for (int i = 0; i < n_w; ++i)
+    if (bias && bias[i])
+      for (int64_t t = 0; t < n_tok; ++t) cpu::add(y[i] + t * w[i].n_rows, bias[i], w[i].n_rows);
 }
 
 void CpuBackend::get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out) {
@@ -85,7 +98,9 @@ std::vector<DeviceInfo> list_cpu() {
   return {d};
 }
 std::string cpu_reason() { return ""; }
-std::unique_ptr<Backend> create_cpu(int, int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+std::unique_ptr<Backend> create_cpu(const BackendParams& p) {
+  return std::make_unique<CpuBackend>(p.n_threads, p.act_bits);
+}
 
 const BackendRegistrar kRegisterCpu{{"cpu", &list_cpu, &cpu_reason, &create_cpu}};
 

@@ -1,4 +1,5 @@
 // cpu_backend.h — the reference backend: host memory, a thread pool, SIMD kernels.
+// act_bits (8 or 16) is the activation precision of its integer matmuls (quantize_act.h).
 #pragma once
 #include "backend/backend.h"
 #include "thread_pool.h"
@@ -7,7 +8,8 @@ namespace gaacrt::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads);
+  // Throws Error("quant", "bad_act_bits") unless act_bits is 8 or 16.
+  explicit CpuBackend(int n_threads, int act_bits = 16);
   const DeviceInfo& device() const override { return info_; }
 
   void* alloc(size_t bytes) override;
@@ -31,11 +33,17 @@ class CpuBackend final : public Backend {
   void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs) override;
   void attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
                  const float* q, float* out) override;
+  // Fused: the normalised input is quantized once for all n_w matrices (once in all at act_bits
+  // 16) and their products share one dispatch of the pool; bit-identical to the reference.
+  void norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
+                    const WeightView* w, const float* const* bias, float* const* y, float* xn) override;
 
   ThreadPool& pool() { return pool_; }
+  int act_bits() const { return act_bits_; }
 
  private:
   ThreadPool pool_;
+  int act_bits_;
   DeviceInfo info_;
 };
 

@@ -1,4 +1,5 @@
-// quantize_act.cpp — the reference activation quantizers (spec/gguf.md §2.7), scalar on purpose.
+// quantize_act.cpp — the reference activation quantizers (spec/gguf.md §2.7 and Q16, see
+// quantize_act.h), scalar on purpose.
 //
 // They run once per activation row (n_cols values) while the dot products that follow touch
 // n_rows*n_cols weights, so their cost is a rounding error next to the matvec; keeping one
@@ -89,6 +90,39 @@ void quantize_row_q8_k(const float* x, block_q8_k* y, int64_t n) {
   }
 }
 
+void quantize_row_q16(const float* x, void* dst, int64_t n) {
+  const int64_t nb = n / 32;
+  float* d = static_cast<float*>(dst);
+  float* s = d + nb;
+  int16_t* q = reinterpret_cast<int16_t*>(s + nb);
+  for (int64_t i = 0; i < nb; ++i, x += 32, q += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      const float ax = std::fabs(x[j]);
+      amax = amax > ax ? amax : ax;
+    }
+    const float di = amax >= kQ16MinAmax ? amax / 32767.0f : 0.0f;
+    const float id = di != 0.0f ? 1.0f / di : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      // |x*id| <= 32767 up to a few ulps, so nearest_int's 2^22 range holds; the clamp only
+      // guards against those ulps (and NaN input).
+      int v = nearest_int(x[j] * id);
+      v = v < -32767 ? -32767 : v > 32767 ? 32767 : v;
+      q[j] = static_cast<int16_t>(v);
+      sum += v;
+    }
+    d[i] = di;
+    s[i] = di * static_cast<float>(sum);
+  }
+}
+
+void check_act_bits(int act_bits) {
+  if (act_bits != 8 && act_bits != 16)
+    throw Error("quant", "bad_act_bits", strfmt("matmul: act_bits = %d; the CPU matmuls quantize activations to 8 or 16 bits",
+                                                act_bits));
+}
+
 GGMLType act_type(GGMLType w) {
   switch (w) {
     case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16:
@@ -105,8 +139,11 @@ GGMLType act_type(GGMLType w) {
   }
 }
 
-size_t act_row_bytes(GGMLType w, int64_t n) {
-  switch (act_type(w)) {
+size_t act_row_bytes(GGMLType w, int64_t n, int act_bits) {
+  check_act_bits(act_bits);
+  const GGMLType at = act_type(w);
+  if (act_bits == 16 && at != GGMLType::F32) return static_cast<size_t>(n / 32) * 8 + static_cast<size_t>(n) * 2;
+  switch (at) {
     case GGMLType::Q8_0: return static_cast<size_t>(n / QK8_0) * sizeof(block_q8_0);
     case GGMLType::Q8_1: return static_cast<size_t>(n / QK8_1) * sizeof(block_q8_1);
     case GGMLType::Q8_K: return static_cast<size_t>(n / QK_K) * sizeof(block_q8_k);
@@ -116,9 +153,11 @@ size_t act_row_bytes(GGMLType w, int64_t n) {
 
 #if !(defined(__x86_64__) || defined(_M_X64) || defined(__i386__))
 QuantizeRowFn quantize_act_avx2(GGMLType) { return nullptr; }  // quantize_act_avx2.cpp: x86 only
+QuantizeRowFn quantize_q16_avx2() { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 QuantizeRowFn quantize_act_neon(GGMLType) { return nullptr; }  // quantize_act_neon.cpp: aarch64 only
+QuantizeRowFn quantize_q16_neon() { return nullptr; }
 #endif
 
 namespace {
@@ -128,10 +167,18 @@ void q8_k_row(const float* x, void* y, int64_t n) { quantize_row_q8_k(x, static_
 void f32_row(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
 }  // namespace
 
-QuantizeRowFn quantize_act_fn(GGMLType w, Isa isa) {
+QuantizeRowFn quantize_act_fn(GGMLType w, Isa isa, int act_bits) {
+  check_act_bits(act_bits);
   const GGMLType at = act_type(w);
   if (at == GGMLType::F32) return &f32_row;
   QuantizeRowFn fn = nullptr;
+  if (act_bits == 16) {
+    if (isa_available(isa)) {
+      if (isa == Isa::AVX2) fn = quantize_q16_avx2();
+      if (isa == Isa::NEON) fn = quantize_q16_neon();
+    }
+    return fn ? fn : &quantize_row_q16;
+  }
   if (isa_available(isa)) {
     if (isa == Isa::AVX2) fn = quantize_act_avx2(at);
     if (isa == Isa::NEON) fn = quantize_act_neon(at);
@@ -140,8 +187,8 @@ QuantizeRowFn quantize_act_fn(GGMLType w, Isa isa) {
   return at == GGMLType::Q8_0 ? &q8_0_row : at == GGMLType::Q8_1 ? &q8_1_row : &q8_k_row;
 }
 
-void quantize_act_row(GGMLType w, const float* x, void* dst, int64_t n, Isa isa) {
-  quantize_act_fn(w, isa)(x, dst, n);
+void quantize_act_row(GGMLType w, const float* x, void* dst, int64_t n, Isa isa, int act_bits) {
+  quantize_act_fn(w, isa, act_bits)(x, dst, n);
 }
 
 }  // namespace gaacrt::cpu

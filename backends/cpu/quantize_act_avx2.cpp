@@ -1,5 +1,5 @@
-// quantize_act_avx2.cpp — the Q8_0/Q8_1/Q8_K activation quantizers with AVX2, bit-identical to
-// the scalar reference in quantize_act.cpp (llama.cpp's quantize_row_q8_*_ref) for finite input.
+// quantize_act_avx2.cpp — the Q8_0/Q8_1/Q8_K and Q16 activation quantizers with AVX2, bit-identical
+// to the scalar reference in quantize_act.cpp (llama.cpp's quantize_row_q8_*_ref; Q16) for finite input.
 //
 // Why this file exists: the scalar quantizers call libm roundf per element (x86-64's baseline has
 // no round instruction), ~3 ns each; a decode step quantizes a few hundred rows of 576-2048
@@ -119,7 +119,39 @@ void q8_k_row(const float* x, void* vy, int64_t n) {
   }
 }
 
+// Q16 (quantize_act.h): the scalar steps, 8 lanes at a time. nearest_int's ties-to-even is
+// _mm256_round_ps to nearest; the clamp to ±32767 is the scalar one, so packs never saturates.
+void q16_row(const float* x, void* dst, int64_t n) {
+  const int64_t nb = n / 32;
+  float* d = static_cast<float*>(dst);
+  float* s = d + nb;
+  int16_t* q = reinterpret_cast<int16_t*>(s + nb);
+  const __m256i lim = _mm256_set1_epi32(32767), nlim = _mm256_set1_epi32(-32767);
+  for (int64_t i = 0; i < nb; ++i, x += 32, q += 32) {
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+    const float amax = hmax(_mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
+                                          _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3]))));
+    const float di = amax >= kQ16MinAmax ? amax / 32767.0f : 0.0f;
+    const __m256 id = _mm256_set1_ps(di != 0.0f ? 1.0f / di : 0.0f);
+    __m256i qi[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      qi[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(r), lim), nlim);
+    }
+    // packs works within 128-bit lanes: (a0-3 b0-3 | a4-7 b4-7) -> 64-bit groups 0,2,1,3 restore order.
+    const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[0], qi[1]), 0xD8);
+    const __m256i cd = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[2], qi[3]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ab);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), cd);
+    d[i] = di;
+    s[i] = di * static_cast<float>(hsum(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]))));
+  }
+}
+
 }  // namespace
+
+QuantizeRowFn quantize_q16_avx2() { return &q16_row; }
 
 QuantizeRowFn quantize_act_avx2(GGMLType act) {
   switch (act) {

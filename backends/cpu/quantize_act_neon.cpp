@@ -1,5 +1,5 @@
-// quantize_act_neon.cpp — the Q8_0/Q8_1/Q8_K activation quantizers with NEON, bit-identical to
-// the scalar reference in quantize_act.cpp (llama.cpp's quantize_row_q8_*_ref) for finite input.
+// quantize_act_neon.cpp — the Q8_0/Q8_1/Q8_K and Q16 activation quantizers with NEON, bit-identical
+// to the scalar reference in quantize_act.cpp (llama.cpp's quantize_row_q8_*_ref; Q16) for finite input.
 // NEON has both rounding rules as instructions: vrndaq (FRINTA) is roundf's half-away-from-zero,
 // vrndnq (FRINTN) is the ties-to-even that Q8_K's nearest_int computes.
 #include <arm_neon.h>
@@ -88,7 +88,39 @@ void q8_k_row(const float* x, void* vy, int64_t n) {
   }
 }
 
+// Q16 (quantize_act.h): vcvtnq (FCVTNS) rounds to nearest with ties to even, as the scalar
+// nearest_int does; the clamp to ±32767 is the scalar one.
+void q16_row(const float* x, void* dst, int64_t n) {
+  const int64_t nb = n / 32;
+  float* d = static_cast<float*>(dst);
+  float* s = d + nb;
+  int16_t* q = reinterpret_cast<int16_t*>(s + nb);
+  const int32x4_t lim = vdupq_n_s32(32767), nlim = vdupq_n_s32(-32767);
+  for (int64_t i = 0; i < nb; ++i, x += 32, q += 32) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int k = 0; k < 8; ++k) {
+      v[k] = vld1q_f32(x + 4 * k);
+      m = vmaxq_f32(m, vabsq_f32(v[k]));
+    }
+    const float amax = vmaxvq_f32(m);
+    const float di = amax >= kQ16MinAmax ? amax / 32767.0f : 0.0f;
+    const float id = di != 0.0f ? 1.0f / di : 0.0f;
+    int32x4_t sum = vdupq_n_s32(0);
+    for (int k = 0; k < 8; k += 2) {
+      const int32x4_t a = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k], id)), lim), nlim);
+      const int32x4_t b = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id)), lim), nlim);
+      vst1q_s16(q + 4 * k, vcombine_s16(vmovn_s32(a), vmovn_s32(b)));
+      sum = vaddq_s32(sum, vaddq_s32(a, b));
+    }
+    d[i] = di;
+    s[i] = di * static_cast<float>(vaddvq_s32(sum));
+  }
+}
+
 }  // namespace
+
+QuantizeRowFn quantize_q16_neon() { return &q16_row; }
 
 QuantizeRowFn quantize_act_neon(GGMLType act) {
   switch (act) {

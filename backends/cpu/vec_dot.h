@@ -14,6 +14,10 @@
 // 4-lane ones for 32-element blocks and a per-super-block reduction for K-quants), which changes
 // only the float rounding order (~1e-7 relative).
 //
+// Q16 activations (act_bits = 16; quantize_act.h) have their own kernel set with the same contract:
+// vec_dot_q16_scalar.cpp (reference), vec_dot_q16_avx2.h (AVX2, and AVX512-VNNI vpdpwssd where
+// the CPU has it), vec_dot_q16_neon.cpp. Float weights take fp32 activations at either setting.
+//
 // Prefill: an ISA may also offer a tile kernel (GemmTile, below) computing several rows × tokens
 // per call; it must give exactly its vec_dot's bits for every pair (AVX2's vec_dot is its 1×1 tile).
 #pragma once
@@ -35,9 +39,16 @@ VecDotFn vec_dot_avx2(GGMLType w);  // only on x86 builds; uses AVX512-VNNI wher
 VecDotFn vec_dot_avx2_without_vnni(GGMLType w);  // the plain-AVX2 kernels, for the tests
 VecDotFn vec_dot_neon(GGMLType w);  // only on aarch64 builds
 
-// The kernel to use: the ISA's own if it has one and this CPU runs it, else the scalar one.
-// Throws Error("quant", "unsupported_type") for a type without any kernel.
-VecDotFn vec_dot_fn(GGMLType w, Isa isa);
+// Against Q16 activations; nullptr for float weights (they take vec_dot_* above) or a missing ISA.
+VecDotFn vec_dot_q16_scalar(GGMLType w);
+VecDotFn vec_dot_q16_avx2(GGMLType w);  // only on x86 builds; vpdpwssd where the CPU has AVX512-VNNI
+VecDotFn vec_dot_q16_avx2_without_vnni(GGMLType w);  // the plain-AVX2 kernels, for the tests
+VecDotFn vec_dot_q16_neon(GGMLType w);  // only on aarch64 builds
+
+// The kernel to use for activations of act_bits (8 or 16; quantize_act.h): the ISA's own if it
+// has one and this CPU runs it, else the scalar one. Throws Error("quant", "unsupported_type")
+// for a type without any kernel, Error("quant", "bad_act_bits") for another act_bits.
+VecDotFn vec_dot_fn(GGMLType w, Isa isa, int act_bits = 8);
 
 // A prefill tile: out[t * out_stride + r] = vec_dot(n, w + r * w_stride, a + t * a_stride) for
 // r < rows, t < tokens, bit-identical to that ISA's vec_dot for every pair (each weight block is
@@ -48,7 +59,9 @@ struct GemmTile {
              int64_t out_stride) = nullptr;
 };
 GemmTile gemm_tile_avx2(GGMLType w);  // only on x86 builds; fn == nullptr where there is none
-// The tile kernel for (weight type, ISA), or one with fn == nullptr (matmul then loops vec_dot).
-GemmTile gemm_tile_fn(GGMLType w, Isa isa);
+GemmTile gemm_tile_q16_avx2(GGMLType w);  // the same against Q16 activations
+// The tile kernel for (weight type, ISA, act_bits), or one with fn == nullptr (matmul then
+// loops vec_dot).
+GemmTile gemm_tile_fn(GGMLType w, Isa isa, int act_bits = 8);
 
 }  // namespace gaacrt::cpu

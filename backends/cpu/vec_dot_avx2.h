@@ -36,6 +36,9 @@ Kernels kquant_kernels(GGMLType w);  // vec_dot_kquants_avx2.cpp: Q4_K, Q5_K, Q6
 Kernels plain_kernels32(GGMLType w);  // vec_dot_avx2.cpp: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL
 Kernels vnni_kernels32(GGMLType w);   // vec_dot_vnni_avx2.cpp: the same with AVX512-VNNI
 bool vnni_available();                // AVX512-VNNI + AVX512VL, compiled in and on this CPU
+// Q16 activations (vec_dot_q16_avx2.h): every quantized type, madd (plain) or vpdpwssd (VNNI).
+Kernels q16_kernels(GGMLType w);       // vec_dot_q16_avx2.cpp
+Kernels q16_vnni_kernels(GGMLType w);  // vec_dot_q16_vnni_avx2.cpp
 
 // ---- helpers: internal linkage, so that no copy built with one file's flags is shared ----------
 namespace {
@@ -76,6 +79,24 @@ inline int hsum(__m256i v) { return hsum(_mm_add_epi32(_mm256_castsi256_si128(v)
 // lane i holds bytes 4i..4i+3, whichever way the products were formed.
 inline __m256i dot_u8s8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// int16 element k of every 128-bit lane of v, in all eight int16 slots of that lane.
+inline __m256i splat16(__m256i v, int k) {
+  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k)));
+}
+
+// Q4_K/Q5_K scales and mins as 16 int16: sc0..7 in the low lane, mn0..7 in the high lane (the
+// word arithmetic of unpack_q4k_scales, spec §2.4, kept in registers).
+inline __m256i q4k_scales_mins(const uint8_t* s) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+  const __m128i b = _mm_setr_epi32(static_cast<int>(u[0] & lo6),
+                                   static_cast<int>((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)),
+                                   static_cast<int>(u[1] & lo6),
+                                   static_cast<int>(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)));
+  return _mm256_cvtepu8_epi16(b);
 }
 
 // Wraps a tile instantiation as a VecDotFn.

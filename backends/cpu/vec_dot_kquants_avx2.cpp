@@ -18,24 +18,6 @@ inline const B& block(const uint8_t* base, size_t stride, int r, int64_t i) {
   return reinterpret_cast<const B*>(base + r * stride)[i];
 }
 
-// int16 element k of every 128-bit lane of v, in all eight int16 slots of that lane.
-inline __m256i splat16(__m256i v, int k) {
-  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k)));
-}
-
-// Q4_K/Q5_K scales and mins as 16 int16: sc0..7 in the low lane, mn0..7 in the high lane (the
-// word arithmetic of unpack_q4k_scales, spec §2.4, kept in registers).
-inline __m256i q4k_scales_mins(const uint8_t* s) {
-  uint32_t u[3];
-  std::memcpy(u, s, 12);
-  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
-  const __m128i b = _mm_setr_epi32(static_cast<int>(u[0] & lo6),
-                                   static_cast<int>((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)),
-                                   static_cast<int>(u[1] & lo6),
-                                   static_cast<int>(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)));
-  return _mm256_cvtepu8_epi16(b);
-}
-
 template <bool kFifthBit, typename Block, int RM, int RN>
 void tile_q45_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, int64_t os) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);

@@ -41,7 +41,8 @@ std::string cuda_reason() {
   return "";
 }
 
-std::unique_ptr<Backend> create_cuda(int device, int) { return std::make_unique<CudaBackend>(device); }
+// n_threads and act_bits are CPU settings (CUDA matmuls keep fp32 activations).
+std::unique_ptr<Backend> create_cuda(const BackendParams& p) { return std::make_unique<CudaBackend>(p.device); }
 
 const BackendRegistrar kRegisterCuda{{"cuda", &list_cuda, &cuda_reason, &create_cuda}};
 

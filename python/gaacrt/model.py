@@ -252,11 +252,16 @@ class Model:
     """A GGUF model loaded on a backend. `path=None` is the default model (SmolLM2-135M)."""
 
     def __init__(self, path: str | os.PathLike | None = None, backend: str = "auto", n_threads: int | None = None,
-                 device: int = 0):
+                 device: int = 0, act_bits: int = 16):
+        """act_bits: precision of the activations in the CPU's integer matmuls — 16 (default, int16
+        with a scale per 32 values: logits within ~2% of exact math) or 8 (llama.cpp's 8-bit
+        formats, bit for bit its integers). Other backends ignore it."""
         if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 0):
             raise ValueError(f"n_threads must be a non-negative int or None, got {n_threads!r}")
+        if act_bits not in (8, 16) or isinstance(act_bits, bool):
+            raise ValueError(f"act_bits must be 8 or 16, got {act_bits!r}")
         self.path = str(path) if path is not None else models.default()
-        self._m = _core.Model(self.path, backend, n_threads or 0, device)
+        self._m = _core.Model(self.path, backend, n_threads or 0, device, act_bits)
         self._tok: Tokenizer | None = None
 
     @classmethod

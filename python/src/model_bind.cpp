@@ -118,14 +118,17 @@ nb::dict kv_stats_dict(Context& c) {
 
 void bind_model(nb::module_& m) {
   nb::class_<Model>(m, "Model", "A loaded GGUF model on a backend (weights placed once, shared by sessions).")
-      .def("__init__", [](Model* self, const std::string& path, const std::string& backend, int n_threads, int device) {
+      .def("__init__", [](Model* self, const std::string& path, const std::string& backend, int n_threads, int device,
+                          int act_bits) {
              ModelParams p;
              p.backend = backend;
              p.n_threads = n_threads;
              p.device = device;
+             p.act_bits = act_bits;
              nb::gil_scoped_release nogil;
              new (self) Model(path, p);
-           }, nb::arg("path"), nb::arg("backend") = "auto", nb::arg("n_threads") = 0, nb::arg("device") = 0)
+           }, nb::arg("path"), nb::arg("backend") = "auto", nb::arg("n_threads") = 0, nb::arg("device") = 0,
+           nb::arg("act_bits") = 16)
       .def_prop_ro("config", [](const Model& mo) { return config_dict(mo.config()); })
       .def_prop_ro("description", &Model::description)
       .def_prop_ro("path", &Model::path)

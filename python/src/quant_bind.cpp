@@ -83,7 +83,7 @@ bool is_c_contiguous(const AnyArray& a) {
   return true;
 }
 
-nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, const std::string& isa_name) {
+nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, const std::string& isa_name, int act_bits) {
   const GGMLType ty = parse_type(type);
   const TypeTraits* tr = type_traits(ty);
   if (!tr->supported)
@@ -104,6 +104,8 @@ nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, cons
     throw nb::value_error(strfmt("matvec: x has %lld columns, the %s rows of %zu bytes hold %lld elements",
                                  (long long)x_cols, tr->name, rb, (long long)n_cols).c_str());
   if (n_threads < 1) throw nb::value_error(strfmt("matvec: n_threads = %d, must be >= 1", n_threads).c_str());
+  if (act_bits != 8 && act_bits != 16)
+    throw nb::value_error(strfmt("matvec: act_bits = %d, must be 8 or 16", act_bits).c_str());
   const cpu::Isa isa = parse_isa(isa_name);
 
   const size_t n_out = static_cast<size_t>(n_tok * n_rows);
@@ -119,7 +121,7 @@ nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, cons
     nb::gil_scoped_release nogil;
     CachedPool& cp = cached_pool(n_threads);
     std::lock_guard<std::mutex> lock(cp.busy);
-    cpu::matmul(w, static_cast<const float*>(x.data()), n_tok, out, cp.pool, isa);
+    cpu::matmul(w, static_cast<const float*>(x.data()), n_tok, out, cp.pool, isa, act_bits);
   }
   if (x.ndim() == 1) {
     size_t shape[1] = {static_cast<size_t>(n_rows)};
@@ -129,9 +131,11 @@ nb::object matvec(AnyArray raw, nb::handle type, AnyArray x, int n_threads, cons
   return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(out, 2, shape, owner));
 }
 
-nb::object quantize_act(AnyArray x, nb::handle weight_type, const std::string& isa_name) {
+nb::object quantize_act(AnyArray x, nb::handle weight_type, const std::string& isa_name, int act_bits) {
   const GGMLType ty = parse_type(weight_type);
   const cpu::Isa isa = parse_isa(isa_name);
+  if (act_bits != 8 && act_bits != 16)
+    throw nb::value_error(strfmt("quantize_act: act_bits = %d, must be 8 or 16", act_bits).c_str());
   if (x.dtype() != nb::dtype<float>() || x.ndim() != 1 || !is_c_contiguous(x))
     throw nb::type_error("quantize_act: x must be a C-contiguous float32 array of shape (n,)");
   const TypeTraits* tr = type_traits(ty);
@@ -139,10 +143,10 @@ nb::object quantize_act(AnyArray x, nb::handle weight_type, const std::string& i
   if (n % tr->block_size != 0)
     throw nb::value_error(strfmt("quantize_act: n = %lld is not a multiple of the %s block size %u",
                                  (long long)n, tr->name, tr->block_size).c_str());
-  const size_t bytes = cpu::act_row_bytes(ty, n);  // throws for a type without a kernel
+  const size_t bytes = cpu::act_row_bytes(ty, n, act_bits);  // throws for a type without a kernel
   uint8_t* out = new uint8_t[bytes > 0 ? bytes : 1];
   nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
-  cpu::quantize_act_row(ty, static_cast<const float*>(x.data()), out, n, isa);
+  cpu::quantize_act_row(ty, static_cast<const float*>(x.data()), out, n, isa, act_bits);
   size_t shape[1] = {bytes};
   return nb::cast(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(out, 1, shape, owner));
 }
@@ -182,15 +186,17 @@ void bind_quant(nb::module_& m) {
       "dequantize n elements of raw GGUF block bytes (uint8, C-contiguous) to float32");
 
   m.def("matvec", &matvec, nb::arg("raw"), nb::arg("type"), nb::arg("x"), nb::arg("n_threads") = 1,
-        nb::arg("isa") = "auto",
+        nb::arg("isa") = "auto", nb::arg("act_bits") = 8,
         "y = x · Wᵀ for W given as raw GGUF rows (uint8 (n_rows, row_bytes), C-contiguous) of `type`, "
         "x float32 (n_cols,) or (n_tok, n_cols); returns float32 (n_rows,) or (n_tok, n_rows). "
-        "Activations are quantized to 8 bits as llama.cpp does; isa: 'auto', 'scalar', 'avx2', 'neon'. "
-        "Runs without the GIL on a cached thread pool of n_threads.");
+        "Activations are quantized to act_bits: 8 as llama.cpp does, 16 to Q16 (int16, a scale per 32); "
+        "isa: 'auto', 'scalar', 'avx2', 'neon'. Runs without the GIL on a cached thread pool of n_threads.");
 
   m.def("quantize_act", &quantize_act, nb::arg("x"), nb::arg("weight_type"), nb::arg("isa") = "auto",
+        nb::arg("act_bits") = 8,
         "the bytes matvec dots `weight_type` rows against: x float32 (n,) as Q8_0, Q8_1 or Q8_K blocks "
-        "(llama.cpp's reference quantizers, bit for bit on every isa), or the float32 bytes for float weight types");
+        "(llama.cpp's reference quantizers, bit for bit on every isa) at act_bits 8, as a Q16 row "
+        "(float32 d[n/32], float32 s[n/32], int16 q[n]) at 16, or the float32 bytes for float weight types");
 }
 
 }  // namespace gaacrt::py

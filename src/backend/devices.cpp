@@ -45,10 +45,17 @@ std::string device_unavailable_reason(const std::string& backend) {
   return e->unavailable_reason();
 }
 
-std::unique_ptr<Backend> create_backend(const std::string& backend, int device, int n_threads) {
+std::unique_ptr<Backend> create_backend(const std::string& backend, const BackendParams& p) {
   const std::string why = device_unavailable_reason(backend);
   if (!why.empty()) throw Error("backend", "unavailable", backend + ": " + why);
-  return find_entry(backend)->create(device, n_threads);
+  return find_entry(backend)->create(p);
+}
+
+std::unique_ptr<Backend> create_backend(const std::string& backend, int device, int n_threads) {
+  BackendParams p;
+  p.device = device;
+  p.n_threads = n_threads;
+  return create_backend(backend, p);
 }
 
 }  // namespace gaacrt

@@ -20,11 +20,20 @@ struct DeviceInfo {
   int multiprocessors = 0;
 };
 
+// What a backend is created with; each backend reads the fields that apply to it.
+struct BackendParams {
+  int device = 0;
+  int n_threads = 0;  // CPU threads; 0 = all cores
+  // CPU integer matmuls: activations quantized to 8 bits (llama.cpp's Q8_0/Q8_1/Q8_K) or 16
+  // (Q16, ~250x less activation error; backends/cpu/quantize_act.h). Other backends ignore it.
+  int act_bits = 16;
+};
+
 struct BackendEntry {
   const char* name;                                          // "cpu", "cuda"
   std::vector<DeviceInfo> (*list_devices)();                 // empty when none usable
   std::string (*unavailable_reason)();                       // "" when a device is usable
-  std::unique_ptr<Backend> (*create)(int device, int n_threads);
+  std::unique_ptr<Backend> (*create)(const BackendParams& p);
 };
 
 void register_backend(const BackendEntry& entry);
@@ -34,6 +43,7 @@ std::vector<DeviceInfo> list_devices(const std::string& backend);
 // library (nvcc was not found at build time)" or "no CUDA device: ..."; "" when it can be used.
 std::string device_unavailable_reason(const std::string& backend);
 // Throws Error("backend", "unavailable") with that reason when it cannot be created.
+std::unique_ptr<Backend> create_backend(const std::string& backend, const BackendParams& p);
 std::unique_ptr<Backend> create_backend(const std::string& backend, int device = 0, int n_threads = 0);
 
 // Defined once per backend: `static BackendRegistrar reg{{"cuda", ...}};`

@@ -8,12 +8,19 @@ namespace gaacrt {
 
 namespace {
 std::unique_ptr<Backend> pick_backend(const ModelParams& p) {
+  if (p.act_bits != 8 && p.act_bits != 16)
+    throw Error("model", "invalid_argument", strfmt("act_bits = %d; must be 8 or 16", p.act_bits));
+  BackendParams bp;
+  bp.device = p.device;
+  bp.n_threads = p.n_threads;
+  bp.act_bits = p.act_bits;
   if (p.backend == "auto") {
     for (const char* name : {"cuda", "metal"})
-      if (device_unavailable_reason(name).empty()) return create_backend(name, p.device, p.n_threads);
-    return create_backend("cpu", 0, p.n_threads);
+      if (device_unavailable_reason(name).empty()) return create_backend(name, bp);
+    bp.device = 0;
+    return create_backend("cpu", bp);
   }
-  return create_backend(p.backend, p.device, p.n_threads);
+  return create_backend(p.backend, bp);
 }
 }  // namespace
 

@@ -17,6 +17,9 @@ struct ModelParams {
   std::string backend = "auto";  // "auto" (CUDA when usable, else CPU), "cpu", "cuda"
   int device = 0;
   int n_threads = 0;             // CPU threads; 0 = all cores
+  // CPU matmuls: activations quantized to 16 bits (Q16, logits within ~2% of exact math) or 8
+  // (llama.cpp's formats, bit for bit its integers; up to ~50% off at some positions).
+  int act_bits = 16;
   // Called with progress in [0, 1] while loading; returning false cancels (Error "aborted").
   std::function<bool(float)> progress;
 };

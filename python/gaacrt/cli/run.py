@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "else calibrate online)")
     ap.add_argument("--check-lossless", action="store_true",
                     help="run a BF16 cache beside and stop at the first logit that differs by one bit")
+    ap.add_argument("--act-bits", type=int, choices=(8, 16), default=16,
+                    help="CPU matmul activation precision: 16 (default, closest to exact math) or 8 (llama.cpp's)")
     ap.add_argument("--verbose", action="store_true", help="print tok/s and peak memory after each reply")
     return ap
 
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.info:
             print(describe(path))
             return 0
-        model = Model(path, backend=args.backend, n_threads=args.threads)
+        model = Model(path, backend=args.backend, n_threads=args.threads, act_bits=args.act_bits)
         chat = Chat(model, args)
         if args.prompt is not None:
             chat.reply(args.prompt)

@@ -1,0 +1,263 @@
+// vec_dot_q16_avx2.h — AVX2 tile kernels of every quantized weight type against Q16 activations
+// (int16, one fp32 scale and sum per 32 values; quantize_act.h), shared by two translation units:
+// vec_dot_q16_avx2.cpp (products by _mm256_madd_epi16 + add) and vec_dot_q16_vnni_avx2.cpp (by
+// AVX512-VNNI vpdpwssd, which also accumulates), chosen by the Dot template parameter.
+//
+// The integers are those of vec_dot_q16_scalar.cpp:
+//   * every weight block is widened to int16 in element order (vpmovzxbw of the packed bytes,
+//     then AND/shift for the nibbles), with its offset (-8, -16, -32) applied and, for the
+//     K-quants and IQ4_XS, its sub-block scale multiplied in (|q·sc| <= 31·63 or 32·128: int16);
+//   * madd multiplies int16 pairs into int32 lanes: a 32-value block leaves 8 lanes of 4 products
+//     each, |lane| < 4·4096·32767 < 2^29, so no lane can overflow, and the lanes become floats
+//     before any sum across them (which could: see vec_dot_q16_scalar.cpp);
+//   * each 32-value block's lanes meet d_w·d_a (32-element types) or d_a (K-quant sub-blocks,
+//     then d_w once per super-block) in one FMA into that output's float accumulator.
+// Every (row, token) pair of a tile runs exactly the 1×1 kernel's operations in the same order,
+// and vec_dot is the 1×1 tile, so prefill and decode agree bit for bit.
+//
+// Internal linkage throughout, as in vec_dot_blocks32_avx2.h: the two including files are built
+// for different instruction sets.
+#pragma once
+#include "quantize_act.h"
+#include "vec_dot_avx2.h"
+
+namespace gaacrt::cpu::avx2 {
+namespace {
+
+// Two registers of int16: elements 0..15 and 16..31 of a 32-element (sub-)block.
+struct W16 {
+  __m256i lo, hi;
+};
+
+inline __m256i set16(int v) { return _mm256_set1_epi16(static_cast<int16_t>(v)); }
+
+// 16 packed bytes -> their low nibbles (elements 0..15) and high nibbles (16..31) as int16.
+inline W16 nibbles16(const uint8_t* qs) {
+  const __m256i v = _mm256_cvtepu8_epi16(load128(qs));
+  return {_mm256_and_si256(v, set16(0x0F)), _mm256_srli_epi16(v, 4)};
+}
+
+// 0xFFFF in int16 lane j where bit j of the 16-bit h is set.
+inline __m256i bits16(uint32_t h) {
+  const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                                        static_cast<int16_t>(0x8000));
+  return _mm256_cmpeq_epi16(_mm256_and_si256(set16(static_cast<int>(h & 0xFFFF)), bit), bit);
+}
+
+// ---- 32-element block types: how a weight block becomes 2 × 16 int16 --------------------------
+// kMin: Q4_1/Q5_1, whose +m comes in as m_w · s_a.
+struct Q4_0 { using WB = block_q4_0; static constexpr bool kMin = false;
+  static W16 ints(const WB& b) { const W16 v = nibbles16(b.qs);
+    return {_mm256_sub_epi16(v.lo, set16(8)), _mm256_sub_epi16(v.hi, set16(8))}; } };
+struct Q4_1 { using WB = block_q4_1; static constexpr bool kMin = true;
+  static W16 ints(const WB& b) { return nibbles16(b.qs); } };
+// Q5: bit j of the u32 qh is the fifth bit of element j (spec §2.2). Q5_0's -16 in one step:
+// n | (0x10 if set) - 16 = n - (0x10 if clear).
+struct Q5_0 { using WB = block_q5_0; static constexpr bool kMin = false;
+  static W16 ints(const WB& b) { uint32_t qh; std::memcpy(&qh, b.qh, 4); const W16 v = nibbles16(b.qs);
+    return {_mm256_sub_epi16(v.lo, _mm256_andnot_si256(bits16(qh), set16(0x10))),
+            _mm256_sub_epi16(v.hi, _mm256_andnot_si256(bits16(qh >> 16), set16(0x10)))}; } };
+struct Q5_1 { using WB = block_q5_1; static constexpr bool kMin = true;
+  static W16 ints(const WB& b) { uint32_t qh; std::memcpy(&qh, b.qh, 4); const W16 v = nibbles16(b.qs);
+    return {_mm256_or_si256(v.lo, _mm256_and_si256(bits16(qh), set16(0x10))),
+            _mm256_or_si256(v.hi, _mm256_and_si256(bits16(qh >> 16), set16(0x10)))}; } };
+struct Q8_0 { using WB = block_q8_0; static constexpr bool kMin = false;
+  static W16 ints(const WB& b) { return {_mm256_cvtepi8_epi16(load128(b.qs)), _mm256_cvtepi8_epi16(load128(b.qs + 16))}; } };
+// IQ4_NL/IQ4_XS: the 16-entry grid looked up with a byte shuffle, then sign-extended.
+inline W16 iq4_ints(const uint8_t* qs) {
+  const __m128i t = load128(qs), m4 = _mm_set1_epi8(0x0F), table = load128(kIQ4NLTable);
+  return {_mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, _mm_and_si128(t, m4))),
+          _mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(t, 4), m4)))};
+}
+struct IQ4_NL { using WB = block_iq4_nl; static constexpr bool kMin = false;
+  static W16 ints(const WB& b) { return iq4_ints(b.qs); } };
+
+// The Q16 row of token t of a tile.
+inline Q16Row act_row(const uint8_t* a, size_t a_stride, int t, int64_t n) { return q16_row(a + t * a_stride, n); }
+
+// Σ w·a over 32 int16 pairs as 8 int32 lanes.
+template <class Dot>
+inline __m256i lanes32(const W16& w, const int16_t* qa) {
+  return Dot::dot2(w.lo, load256(qa), w.hi, load256(qa + 16));
+}
+
+template <class Dot, class P, int RM, int RN>
+void tile32_q16(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride, float* out,
+                int64_t out_stride) {
+  using WB = typename P::WB;
+  Q16Row act[RN];
+  for (int t = 0; t < RN; ++t) act[t] = act_row(a, a_stride, t, n);
+  __m256 acc[RM][RN];
+  float extra[RM][RN];  // Q4_1/Q5_1: Σ m_w·s_a, in block order
+  for (int r = 0; r < RM; ++r)
+    for (int t = 0; t < RN; ++t) { acc[r][t] = _mm256_setzero_ps(); extra[r][t] = 0.0f; }
+  for (int64_t i = 0; i < n / 32; ++i) {
+    W16 wq[RM];
+    float dw[RM], mw[RM];
+    for (int r = 0; r < RM; ++r) {
+      const WB& b = reinterpret_cast<const WB*>(w + r * w_stride)[i];
+      wq[r] = P::ints(b);
+      dw[r] = fp16(b.d);
+      if constexpr (P::kMin) mw[r] = fp16(b.m);
+    }
+    for (int t = 0; t < RN; ++t) {
+      const int16_t* qa = act[t].q + 32 * i;
+      const __m256i a0 = load256(qa), a1 = load256(qa + 16);
+      const float da = act[t].d[i];
+      for (int r = 0; r < RM; ++r) {
+        const __m256i lanes = Dot::dot2(wq[r].lo, a0, wq[r].hi, a1);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * da), _mm256_cvtepi32_ps(lanes), acc[r][t]);
+        if constexpr (P::kMin) extra[r][t] += mw[r] * act[t].s[i];
+      }
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int t = 0; t < RN; ++t) out[t * out_stride + r] = P::kMin ? hsum(acc[r][t]) + extra[r][t] : hsum(acc[r][t]);
+}
+
+// ---- K-quants and IQ4_XS: 256-element super-blocks, eight 32-element activation blocks ---------
+
+template <typename B>
+inline const B& kblock(const uint8_t* base, size_t stride, int r, int64_t i) {
+  return reinterpret_cast<const B*>(base + r * stride)[i];
+}
+
+// One super-block's weights as 8 sub-blocks × W16 with the scales multiplied in: each policy's
+// ints(b, sub) fills sub[8] and returns dmin·mn_j as 8 floats for Q4_K/Q5_K (kMin), else zeros.
+template <bool kFifth, typename Block>
+inline __m256 q45k_ints(const Block& b, W16 sub[8]) {
+  const __m256i sm = q4k_scales_mins(b.scales);
+  const __m256i sc = _mm256_permute2x128_si256(sm, sm, 0x00);  // sc0..7 in both lanes
+  __m256i h0 = _mm256_setzero_si256(), h1 = _mm256_setzero_si256();
+  if constexpr (kFifth) { h0 = _mm256_cvtepu8_epi16(load128(b.qh)); h1 = _mm256_cvtepu8_epi16(load128(b.qh + 16)); }
+  const __m256i m4 = set16(0x0F), one = set16(1);
+  for (int c = 0; c < 4; ++c) {  // qs[32c..32c+31]: low nibbles = sub-block 2c, high = 2c+1 (§2.4)
+    const __m256i q0 = _mm256_cvtepu8_epi16(load128(b.qs + 32 * c)), q1 = _mm256_cvtepu8_epi16(load128(b.qs + 32 * c + 16));
+    __m256i lo0 = _mm256_and_si256(q0, m4), lo1 = _mm256_and_si256(q1, m4);
+    __m256i hi0 = _mm256_srli_epi16(q0, 4), hi1 = _mm256_srli_epi16(q1, 4);
+    if constexpr (kFifth) {  // bit 2c of qh[l] -> bit 4 of the low value, bit 2c+1 -> of the high
+      lo0 = _mm256_or_si256(lo0, _mm256_slli_epi16(_mm256_and_si256(h0, one), 4));
+      lo1 = _mm256_or_si256(lo1, _mm256_slli_epi16(_mm256_and_si256(h1, one), 4));
+      hi0 = _mm256_or_si256(hi0, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h0, 1), one), 4));
+      hi1 = _mm256_or_si256(hi1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h1, 1), one), 4));
+      h0 = _mm256_srli_epi16(h0, 2);
+      h1 = _mm256_srli_epi16(h1, 2);
+    }
+    const __m256i s0 = splat16(sc, 2 * c), s1 = splat16(sc, 2 * c + 1);
+    sub[2 * c] = {_mm256_mullo_epi16(lo0, s0), _mm256_mullo_epi16(lo1, s0)};
+    sub[2 * c + 1] = {_mm256_mullo_epi16(hi0, s1), _mm256_mullo_epi16(hi1, s1)};
+  }
+  // mn0..7 (high lane) as floats times dmin
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1))),
+                       _mm256_set1_ps(fp16(b.dmin)));
+}
+
+struct Q4K { using WB = block_q4_k; static constexpr bool kMin = true;
+  static __m256 ints(const WB& b, W16 sub[8]) { return q45k_ints<false>(b, sub); } };
+struct Q5K { using WB = block_q5_k; static constexpr bool kMin = true;
+  static __m256 ints(const WB& b, W16 sub[8]) { return q45k_ints<true>(b, sub); } };
+
+inline __m256 q6k_ints(const block_q6_k& b, W16 sub[8]) {
+  const __m256i m4 = set16(0x0F), m3 = set16(0x03), k32 = set16(32);
+  for (int h = 0; h < 2; ++h) {  // 128 elements: ql[64h..], qh[32h..], scales[8h..] (§2.6)
+    const uint8_t* L = b.ql + 64 * h;
+    const uint8_t* H = b.qh + 32 * h;
+    for (int part = 0; part < 2; ++part) {  // elements l = 16*part .. 16*part+15 of each group
+      const __m256i l0 = _mm256_cvtepu8_epi16(load128(L + 16 * part)), l1 = _mm256_cvtepu8_epi16(load128(L + 32 + 16 * part));
+      const __m256i hh = _mm256_cvtepu8_epi16(load128(H + 16 * part));
+      const __m256i g[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hh, m3), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 2), m3), 4)),
+          _mm256_or_si256(_mm256_srli_epi16(l0, 4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 4), m3), 4)),
+          _mm256_or_si256(_mm256_srli_epi16(l1, 4), _mm256_slli_epi16(_mm256_srli_epi16(hh, 6), 4)),
+      };
+      for (int k = 0; k < 4; ++k) {  // group k = 32-element block 4h+k; this half is scale 8h+2k+part
+        const __m256i v = _mm256_mullo_epi16(_mm256_sub_epi16(g[k], k32), set16(b.scales[8 * h + 2 * k + part]));
+        (part == 0 ? sub[4 * h + k].lo : sub[4 * h + k].hi) = v;
+      }
+    }
+  }
+  return _mm256_setzero_ps();
+}
+struct Q6K { using WB = block_q6_k; static constexpr bool kMin = false;
+  static __m256 ints(const WB& b, W16 sub[8]) { return q6k_ints(b, sub); } };
+
+inline __m256 iq4xs_ints(const block_iq4_xs& b, W16 sub[8]) {
+  int ls[8];
+  unpack_iq4xs_scales(b, ls);
+  for (int ib = 0; ib < 8; ++ib) {
+    const W16 v = iq4_ints(b.qs + 16 * ib);
+    sub[ib] = {_mm256_mullo_epi16(v.lo, set16(ls[ib])), _mm256_mullo_epi16(v.hi, set16(ls[ib]))};
+  }
+  return _mm256_setzero_ps();
+}
+struct IQ4XS { using WB = block_iq4_xs; static constexpr bool kMin = false;
+  static __m256 ints(const WB& b, W16 sub[8]) { return iq4xs_ints(b, sub); } };
+
+
+// RM rows × RN tokens. For each super-block and pair: fsb = Σj cvt(lanes_j)·d_a_j (8 float lanes),
+// then acc += d_w·fsb; the Q4_K/Q5_K min term Σj (dmin·mn_j)·s_a_j accumulates in macc.
+template <class Dot, class P, int RM, int RN>
+void tile_k_q16(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride, float* out,
+                int64_t out_stride) {
+  using WB = typename P::WB;
+  Q16Row act[RN];
+  for (int t = 0; t < RN; ++t) act[t] = act_row(a, a_stride, t, n);
+  __m256 acc[RM][RN], macc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int t = 0; t < RN; ++t) { acc[r][t] = _mm256_setzero_ps(); macc[r][t] = _mm256_setzero_ps(); }
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    for (int r = 0; r < RM; ++r) {
+      const WB& b = kblock<WB>(w, w_stride, r, i);
+      W16 sub[8];
+      const __m256 mins = P::ints(b, sub);
+      const __m256 dw = _mm256_set1_ps(fp16(b.d));
+      for (int t = 0; t < RN; ++t) {
+        const int16_t* qa = act[t].q + QK_K * i;
+        const float* da = act[t].d + 8 * i;
+        __m256 fsb = _mm256_setzero_ps();
+        for (int j = 0; j < 8; ++j)
+          fsb = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes32<Dot>(sub[j], qa + 32 * j)), _mm256_broadcast_ss(da + j), fsb);
+        acc[r][t] = _mm256_fmadd_ps(dw, fsb, acc[r][t]);
+        if constexpr (P::kMin) macc[r][t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(act[t].s + 8 * i), macc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int t = 0; t < RN; ++t)
+      out[t * out_stride + r] = P::kMin ? hsum(acc[r][t]) - hsum(macc[r][t]) : hsum(acc[r][t]);
+}
+
+// The prefill tile shapes: 2 rows × 4 tokens for the 32-element types (as the 8-bit kernels), and
+// 1 × 4 for the super-block types, whose 8 widened sub-blocks already fill 16 registers per row.
+constexpr int kQ16TileRows = 2, kQ16TileTokens = 4, kQ16TileRowsK = 1;
+
+template <class Dot>
+Kernels q16_kernel_table(GGMLType type) {
+  auto k32 = [](auto p) {
+    using P = decltype(p);
+    return Kernels{&dot_1x1<&tile32_q16<Dot, P, 1, 1>>, &tile32_q16<Dot, P, kQ16TileRows, kQ16TileTokens>,
+                   kQ16TileRows, kQ16TileTokens};
+  };
+  auto kk = [](auto p) {
+    using P = decltype(p);
+    return Kernels{&dot_1x1<&tile_k_q16<Dot, P, 1, 1>>, &tile_k_q16<Dot, P, kQ16TileRowsK, kQ16TileTokens>,
+                   kQ16TileRowsK, kQ16TileTokens};
+  };
+  switch (type) {
+    case GGMLType::Q4_0: return k32(Q4_0{});
+    case GGMLType::Q4_1: return k32(Q4_1{});
+    case GGMLType::Q5_0: return k32(Q5_0{});
+    case GGMLType::Q5_1: return k32(Q5_1{});
+    case GGMLType::Q8_0: return k32(Q8_0{});
+    case GGMLType::IQ4_NL: return k32(IQ4_NL{});
+    case GGMLType::Q4_K: return kk(Q4K{});
+    case GGMLType::Q5_K: return kk(Q5K{});
+    case GGMLType::Q6_K: return kk(Q6K{});
+    case GGMLType::IQ4_XS: return kk(IQ4XS{});
+    default: return {};
+  }
+}
+
+}  // namespace
+}  // namespace gaacrt::cpu::avx2

@@ -1,0 +1,109 @@
+"""CPU prefill and decode speed on SmolLM2-135M (Q4_1), gaacrt beside llama.cpp in the same run.
+
+    python bench/decode_cpu.py [--model PATH] [--threads 1 2] [--reps 3]
+
+Like llama-bench: pp512 = one 512-token prompt of random tokens evaluated in one call; tg128 =
+128 single-token evals after it (no sampling). Each figure is the median of --reps runs after a
+warm-up; the two engines alternate run by run so that load on this shared machine hits both.
+Writes the table to bench/results/decode_cpu.md.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# bench/ holds a tokenize.py that would shadow the standard library's (which numpy's import
+# chain needs) when this script's folder is sys.path[0].
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import gaacrt  # noqa: E402
+from gaacrt import _core  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "decode_cpu.md"
+
+
+def run_gaacrt(model, toks, n_gen):
+    s = _core.Session(_core.Context(model, n_ctx=1024))
+    t0 = time.perf_counter()
+    s.eval(toks)
+    t1 = time.perf_counter()
+    for t in toks[:n_gen]:
+        s.eval([int(t)])
+    t2 = time.perf_counter()
+    return len(toks) / (t1 - t0), n_gen / (t2 - t1)
+
+
+def run_llama(llm, toks, n_gen):
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(toks)
+    t1 = time.perf_counter()
+    for t in toks[:n_gen]:
+        llm.eval([int(t)])
+    t2 = time.perf_counter()
+    return len(toks) / (t1 - t0), n_gen / (t2 - t1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--n-prompt", type=int, default=512)
+    ap.add_argument("--n-gen", type=int, default=128)
+    args = ap.parse_args()
+    path = args.model or gaacrt.models.get("smollm2-135m")
+    toks = [int(t) for t in np.random.default_rng(0).integers(100, 40000, args.n_prompt)]
+    try:
+        import llama_cpp
+    except ImportError:
+        llama_cpp = None
+        print("llama-cpp-python is not installed: gaacrt figures only", file=sys.stderr)
+
+    rows = []
+    for nt in args.threads:
+        model = _core.Model(path, "cpu", nt)
+        llm = None
+        if llama_cpp is not None:
+            llm = llama_cpp.Llama(path, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=nt, n_threads_batch=nt,
+                                  verbose=False)
+        ours, ref = [], []
+        run_gaacrt(model, toks[:64], 8)  # warm-up
+        if llm:
+            run_llama(llm, toks[:64], 8)
+        for _ in range(args.reps):
+            ours.append(run_gaacrt(model, toks, args.n_gen))
+            if llm:
+                ref.append(run_llama(llm, toks, args.n_gen))
+        o_pp, o_tg = statistics.median(r[0] for r in ours), statistics.median(r[1] for r in ours)
+        if ref:
+            r_pp, r_tg = statistics.median(r[0] for r in ref), statistics.median(r[1] for r in ref)
+            rows.append((nt, o_pp, r_pp, o_pp / r_pp, o_tg, r_tg, o_tg / r_tg))
+        else:
+            rows.append((nt, o_pp, float("nan"), float("nan"), o_tg, float("nan"), float("nan")))
+
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0, 0, 0)
+    lines = [f"SmolLM2-135M Q4_1 on {platform.machine()} ({', '.join(gaacrt.cpu_isas())}), "
+             f"pp{args.n_prompt} / tg{args.n_gen}, median of {args.reps}, load average {load[0]:.2f}", "",
+             "| threads | gaacrt pp t/s | llama.cpp pp t/s | pp ratio | gaacrt tg t/s | llama.cpp tg t/s | tg ratio |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.2f} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.2f} |")
+    table = "\n".join(lines)
+    print(table)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

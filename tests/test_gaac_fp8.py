@@ -185,8 +185,9 @@ def test_fp8_calibrator_scales_by_headroom_and_picks_windows():
     cal.add(0, False, bits)
     c = cal.finish(32)
     assert c.element == "fp8_e4m3" and (c.width(0), c.width(1)) == (2, 3) and c.has_scales
-    assert c.scale(0, False, 0) == pytest.approx(2 * 7.0 / 448)
-    assert c.scale(0, False, 1) == pytest.approx(2 * 0.5 / 448)
+    # Scales are 2 x amax / 448 rounded up to a power of two (so fp8 * scale is exact in BF16).
+    assert c.scale(0, False, 0) == 2.0 ** -5   # 2 * 7 / 448 is exactly 2^-5
+    assert c.scale(0, False, 1) == 2.0 ** -8   # 2 * 0.5 / 448 = 2^-8.8 -> 2^-8
     # head 1: 0.5 / scale = 224 = 1.75 * 2^7 -> exponent field 14; the 4-wide window covering it
     # lowest is 11, the 8-wide one 7.
     assert np.array_equal(c.bases(0, 0, False, 1), np.full(8, 11))

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codec/gaac/gaac_format.h"
+#include "codec/gaac/gaac_fp8_format.h"
 #include "codec/gaac/gaac_host.h"
 #include "common/error.h"
 #include "common/half.h"
@@ -35,9 +36,21 @@ bool load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int3
     if (!kv_entry_is_slot(e)) {
       src = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes);
     } else {
-      // GAAC: lossless, so attention sees exactly the BF16 values a raw page would hold.
       const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
       const int64_t off = (int64_t)head * d + (int64_t)half * td;
+      if (st.element != 0) {
+        // FP8 + GAAC: the exact FP8 bits back, times the head's power-of-two scale (exact).
+        uint8_t* fp8 = reinterpret_cast<uint8_t*>(tile);
+        const int32_t kind = gaac_kv_fp8_kind(st);
+        const GaacCheck c = gaac_fp8_decode_rows(kind, kv_entry_ptr(kv, e, is_v), td, st.capacity[is_v],
+                                                 st.bases[is_v][0] + off, st.bases[is_v][1] + off, 0xFFFFu, fp8, td);
+        if (c.status != GAAC_OK) return false;
+        const float s = st.scales[is_v][head];
+        for (int32_t r = 0; r < KV_BLOCK_TOKENS; ++r)
+          for (int32_t c2 = 0; c2 < td; ++c2) out[r * d + half * td + c2] = gaac_fp8_to_f32(kind, fp8[r * td + c2]) * s;
+        continue;
+      }
+      // GAAC: lossless, so attention sees exactly the BF16 values a raw page would hold.
       const GaacCheck c = gaac_decode_tile_fast(kv_entry_ptr(kv, e, is_v), td, st.capacity[is_v],
                                                 st.bases[is_v][0] + off, st.bases[is_v][1] + off, tile, td);
       if (c.status != GAAC_OK) return false;

@@ -85,7 +85,9 @@ nb::dict codec_dict(const CodecStats& cs) {
   d["tiles_encoded"] = cs.tiles_encoded;
   d["tiles_raw_fallback"] = cs.tiles_raw;
   d["raw_tile_share"] = tiles ? (double)cs.tiles_raw / (double)tiles : 0.0;
-  d["codec_ratio"] = cs.used_bytes ? (double)cs.bf16_bytes / (double)cs.used_bytes : 0.0;
+  // Against the element type's own bytes (BF16, or FP8 for the fp8 formats: the seed's figures).
+  d["codec_ratio"] = cs.used_bytes ? (double)cs.element_bytes / (double)cs.used_bytes : 0.0;
+  d["ratio_vs_bf16"] = cs.used_bytes ? (double)cs.bf16_bytes / (double)cs.used_bytes : 0.0;
   d["share_3bit"] = groups ? (double)cs.groups[0] / (double)groups : 0.0;
   d["share_4bit"] = groups ? (double)cs.groups[1] / (double)groups : 0.0;
   d["share_raw_groups"] = groups ? (double)cs.groups[2] / (double)groups : 0.0;

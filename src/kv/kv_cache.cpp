@@ -180,6 +180,27 @@ void KVCache::calibrate_online(int seq) {
   }
   codec_->calibrate_finish(seqs_[seq]->len);
   for (int cls = 0; cls < 2; ++cls) arena_->set_slot_bytes(cls, codec_->slot_bytes(tile_dim_, cls == 1));
+  if (!codec_->transforms_raw_pages()) return;
+  // FP8 formats: what was stored before the scales existed is rounded through FP8 now, in every
+  // live sequence, so that every value the cache holds from here on is an FP8 value.
+  std::vector<uint16_t> page(page_bytes_ / 2);
+  for (auto& sp : seqs_) {
+    if (!sp) continue;
+    for (int il = 0; il < cfg_.n_layer; ++il) {
+      const uint32_t* t = sp->table.data() + il * table_entries_per_layer();
+      for (int h = 0; h < cfg_.n_head_kv; ++h)
+        for (int is_v = 0; is_v < 2; ++is_v)
+          for (int half = 0; half < n_half_; ++half)
+            for (int32_t b = 0; b < max_blocks_; ++b) {
+              const uint32_t e = t[entry_index(h, is_v, half, b)];
+              if (e == KV_ENTRY_EMPTY || (e & KV_ENTRY_SLOT)) continue;
+              uint8_t* dev = arena_mem_ + (uint64_t)e * page_bytes_;
+              be_.download(page.data(), dev, page_bytes_);
+              codec_->transform_raw_page(il, h, is_v == 1, page.data(), (int32_t)page.size());
+              be_.upload(dev, page.data(), page_bytes_);
+            }
+    }
+  }
 }
 
 // Blocks the format wants compressed: complete, and older than its raw window. Block by block

@@ -37,7 +37,8 @@ const char* kv_format_name(KVFormat f) {
 
 std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig& cfg, Backend& be, const KVCacheParams& p) {
   if (f == KVFormat::BF16) return std::make_unique<Bf16Codec>();
-  if (f == KVFormat::GAAC) return std::make_unique<GaacKVCodec>(cfg, be, p);
+  if (f == KVFormat::GAAC || f == KVFormat::FP8_E4M3_GAAC || f == KVFormat::FP8_E5M2_GAAC)
+    return std::make_unique<GaacKVCodec>(cfg, be, p);
   throw Error("kv", "unsupported_format", strfmt("cache format '%s' is not implemented yet", kv_format_name(f)));
 }
 

@@ -20,6 +20,7 @@ struct CodecStats {
   uint64_t groups[3] = {0, 0, 0};  // GAAC: 3-bit / 4-bit / raw groups of the encoded tiles
   uint64_t used_bytes = 0;       // bytes the encodings actually use (fixed parts + escapes)
   uint64_t bf16_bytes = 0;       // BF16 bytes of the encoded tiles
+  uint64_t element_bytes = 0;    // the same tiles in the format's element type (FP8: 1 byte each)
 };
 
 class KVCodec {
@@ -44,6 +45,10 @@ class KVCodec {
   virtual void account(const KVFinalizeJob& job, const uint8_t* slot, CodecStats& into) const {}
   // Can the tiles of a compressed block be restored exactly (truncate inside it keeps the cache)?
   virtual bool lossless() const { return true; }
+  // Formats whose raw pages hold transformed values (FP8 rounding): after an online calibration,
+  // every raw page stored before it is rewritten through transform_raw_page (BF16 in place).
+  virtual bool transforms_raw_pages() const { return false; }
+  virtual void transform_raw_page(int32_t layer, int32_t head, bool is_v, uint16_t* page, int32_t n_values) const {}
 };
 
 // Throws Error("kv", "unknown_format") for a name that is not a cache format.

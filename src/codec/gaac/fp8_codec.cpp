@@ -48,7 +48,12 @@ void GaacFp8Calibrator::freeze_scales() {
   if (frozen_) return;
   const float fmax = gaac_fp8_max(gaac_fp8_kind_of(element_));
   scale_.resize(amax_.size());
-  for (size_t i = 0; i < amax_.size(); ++i) scale_[i] = amax_[i] > 0 ? GAAC_FP8_HEADROOM * amax_[i] / fmax : 1.0f;
+  // The scale is headroom * amax / fp8_max rounded UP to a power of two (headroom 2x..4x): then
+  // fp8 * scale is exact in BF16, so the cache can keep a tile's FP8-rounded values in BF16 raw
+  // pages in the model's own units (attention reads raw pages without rescaling) and re-derive the
+  // exact FP8 bits at finalize.
+  for (size_t i = 0; i < amax_.size(); ++i)
+    scale_[i] = amax_[i] > 0 ? std::exp2(std::ceil(std::log2(GAAC_FP8_HEADROOM * amax_[i] / fmax))) : 1.0f;
   frozen_ = true;
 }
 

@@ -38,7 +38,7 @@ namespace gaacrt {
 
 enum GaacFp8Kind : int32_t { GAAC_FP8_E4M3 = 0, GAAC_FP8_E5M2 = 1 };
 constexpr int32_t GAAC_FP8_W0 = 2, GAAC_FP8_W1 = 3;   // the narrow and wide mode widths
-constexpr float GAAC_FP8_HEADROOM = 2.0f;              // scale = headroom * calibration amax / fp8 max
+constexpr float GAAC_FP8_HEADROOM = 2.0f;  // scale = headroom * amax / fp8 max, rounded up to a power of two
 
 GAACRT_HD int32_t gaac_fp8_mbits(int32_t k) { return k == GAAC_FP8_E4M3 ? 3 : 2; }
 GAACRT_HD int32_t gaac_fp8_ebits(int32_t k) { return k == GAAC_FP8_E4M3 ? 4 : 5; }

@@ -133,3 +133,23 @@ def test_kv_stats_account_resident_bytes(smollm):
     assert st["bf16_bytes"] > st["resident_bytes"] > 0
     assert 0.0 <= st["k"]["raw_tile_share"] < 0.2
     assert abs(st["k"]["share_3bit"] + st["k"]["share_4bit"] + st["k"]["share_raw_groups"] - 1) < 1e-9
+
+
+@pytest.mark.parametrize("fmt,ratio_k", [("fp8_e4m3+gaac", 1.09), ("fp8_e5m2+gaac", 1.25)])
+def test_fp8_gaac_is_lossless_with_respect_to_the_fp8_values(smollm, fmt, ratio_k):
+    # The same format with compression disabled holds exactly the FP8-rounded values; GAAC on top
+    # must not change one bit of the logits.
+    toks = text(smollm, GPL, 400)
+    out = {}
+    for keep_raw in (False, True):
+        ctx = _core.Context(smollm._m, n_ctx=512, cache=fmt, keep_raw=keep_raw)
+        s = _core.Session(ctx)
+        s.eval(toks[:300])
+        rows = [s.eval(toks[300:], all_logits=True)]
+        out[keep_raw] = np.vstack(rows)
+        if not keep_raw:
+            st = ctx.kv_stats()
+            print(fmt, {kv: round(st[kv]["codec_ratio"], 4) for kv in "kv"}, "resident vs bf16",
+                  round(st["resident_ratio"], 3))
+            assert st["k"]["tiles_encoded"] > 500 and st["k"]["codec_ratio"] > ratio_k
+    assert np.array_equal(out[False].view(np.uint32), out[True].view(np.uint32))

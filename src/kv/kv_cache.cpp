@@ -212,6 +212,10 @@ void KVCache::finalize_ready(int seq) {
   const int32_t ready_blocks = std::max(0, (s.len - codec_->raw_window()) / KV_BLOCK_TOKENS);
   if (ready_blocks <= s.finalized) return;
   if (!codec_->ready()) calibrate_online(seq);
+  if (params_.keep_raw) {
+    s.finalized = ready_blocks;
+    return;
+  }
   for (int32_t b = s.finalized; b < ready_blocks; ++b)
     for (int il = 0; il < cfg_.n_layer; ++il) finalize_block(s, il, b);
   s.finalized = ready_blocks;

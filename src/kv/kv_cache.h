@@ -30,6 +30,8 @@ struct KVCacheParams {
   int32_t n_ubatch = 512;        // largest prefill chunk (sizes sliding-window layers' pages)
   std::string calibration;       // GAAC: sidecar path ("" = beside the model, else online)
   std::string model_path;        // where to look for a sidecar
+  bool keep_raw = false;         // test hook: calibrate and round as usual but never compress a
+                                 // tile, so a lossless format can be compared with its own values
 };
 
 struct KVStats {

@@ -16,6 +16,7 @@ KVCacheParams cache_params(const Model& m, const ContextParams& p) {
   k.budget_bytes = p.budget_bytes;
   k.n_ubatch = p.n_ubatch;
   k.calibration = p.calibration;
+  k.keep_raw = p.keep_raw;
   k.model_path = m.path();
   return k;
 }

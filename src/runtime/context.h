@@ -19,6 +19,7 @@ struct ContextParams {
   uint64_t budget_bytes = 0;     // KV arena bytes; 0 = sized for n_seq_max x n_ctx
   int32_t n_ubatch = 512;        // prefill chunk
   std::string calibration;       // GAAC sidecar; "" = "model.gaac" beside the model if present, else online
+  bool keep_raw = false;         // test hook (kv_cache.h)
 };
 
 class Context {

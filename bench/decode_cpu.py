@@ -1,11 +1,13 @@
 """CPU prefill and decode speed on SmolLM2-135M (Q4_1), gaacrt beside llama.cpp in the same run.
 
-    python bench/decode_cpu.py [--model PATH] [--threads 1 2] [--reps 3]
+    python bench/decode_cpu.py [--model PATH] [--threads 1 2] [--act-bits 16 8] [--reps 3]
 
 Like llama-bench: pp512 = one 512-token prompt of random tokens evaluated in one call; tg128 =
-128 single-token evals after it (no sampling). Each figure is the median of --reps runs after a
-warm-up; the two engines alternate run by run so that load on this shared machine hits both.
-Writes the table to bench/results/decode_cpu.md.
+128 single-token evals after it (no sampling), so decode attends over 512-640 tokens. Each figure
+is the median of --reps runs after a warm-up; the engines alternate run by run so that load on
+this shared machine hits all of them. gaacrt runs once per --act-bits setting (16: Q16 int16
+activations, the default; 8: llama.cpp's 8-bit formats). Writes the table to
+bench/results/decode_cpu.md.
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--act-bits", type=int, nargs="+", default=[16, 8], choices=(8, 16))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--n-prompt", type=int, default=512)
     ap.add_argument("--n-gen", type=int, default=128)
@@ -71,33 +74,36 @@ def main() -> int:
 
     rows = []
     for nt in args.threads:
-        model = _core.Model(path, "cpu", nt)
+        models = {bits: _core.Model(path, "cpu", nt, 0, bits) for bits in args.act_bits}
         llm = None
         if llama_cpp is not None:
             llm = llama_cpp.Llama(path, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=nt, n_threads_batch=nt,
                                   verbose=False)
-        ours, ref = [], []
-        run_gaacrt(model, toks[:64], 8)  # warm-up
+        ours = {bits: [] for bits in args.act_bits}
+        ref = []
+        for m in models.values():  # warm-up
+            run_gaacrt(m, toks[:64], 8)
         if llm:
             run_llama(llm, toks[:64], 8)
         for _ in range(args.reps):
-            ours.append(run_gaacrt(model, toks, args.n_gen))
+            for bits, m in models.items():
+                ours[bits].append(run_gaacrt(m, toks, args.n_gen))
             if llm:
                 ref.append(run_llama(llm, toks, args.n_gen))
-        o_pp, o_tg = statistics.median(r[0] for r in ours), statistics.median(r[1] for r in ours)
-        if ref:
-            r_pp, r_tg = statistics.median(r[0] for r in ref), statistics.median(r[1] for r in ref)
-            rows.append((nt, o_pp, r_pp, o_pp / r_pp, o_tg, r_tg, o_tg / r_tg))
-        else:
-            rows.append((nt, o_pp, float("nan"), float("nan"), o_tg, float("nan"), float("nan")))
+        r_pp = statistics.median(r[0] for r in ref) if ref else float("nan")
+        r_tg = statistics.median(r[1] for r in ref) if ref else float("nan")
+        for bits in args.act_bits:
+            o_pp, o_tg = statistics.median(r[0] for r in ours[bits]), statistics.median(r[1] for r in ours[bits])
+            rows.append((nt, bits, o_pp, r_pp, o_pp / r_pp, o_tg, r_tg, o_tg / r_tg))
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0, 0, 0)
     lines = [f"SmolLM2-135M Q4_1 on {platform.machine()} ({', '.join(gaacrt.cpu_isas())}), "
-             f"pp{args.n_prompt} / tg{args.n_gen}, median of {args.reps}, load average {load[0]:.2f}", "",
-             "| threads | gaacrt pp t/s | llama.cpp pp t/s | pp ratio | gaacrt tg t/s | llama.cpp tg t/s | tg ratio |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+             f"pp{args.n_prompt} / tg{args.n_gen}, median of {args.reps}, load average {load[0]:.2f} after the run",
+             "",
+             "| threads | act bits | gaacrt pp t/s | llama.cpp pp t/s | pp ratio | gaacrt tg t/s | llama.cpp tg t/s | tg ratio |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.2f} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.2f} |")
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.1f} | {r[6]:.1f} | {r[7]:.2f} |")
     table = "\n".join(lines)
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

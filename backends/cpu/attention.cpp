@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "kv/gaac_codec.h"
+#include "attention_math.h"
 #include "ops.h"
 
 namespace gaacrt::cpu {
@@ -56,8 +57,10 @@ bool load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int3
       if (c.status != GAAC_OK) return false;
       src = tile;
     }
-    for (int32_t r = 0; r < KV_BLOCK_TOKENS; ++r)
-      for (int32_t c = 0; c < td; ++c) out[r * d + half * td + c] = bf16_to_f32(src[r * td + c]);
+    const AttentionMath& m = attention_math();
+    if (kv.n_half == 1) m.bf16_to_f32(src, out, KV_BLOCK_TOKENS * td);  // rows are contiguous: one run
+    else
+      for (int32_t r = 0; r < KV_BLOCK_TOKENS; ++r) m.bf16_to_f32(src + r * td, out + r * d + half * td, td);
   }
   return true;
 }
@@ -77,8 +80,9 @@ int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSe
   vbuf.resize((size_t)KV_BLOCK_TOKENS * dv);
   for (int32_t i = 0; i < s.n_q * G; ++i) state[i] = {kNegInf, 0.f};
   std::fill(acc, acc + (size_t)s.n_q * G * dv, 0.f);
-  float sc[KV_BLOCK_TOKENS];
+  float sc[KV_BLOCK_TOKENS], wt[KV_BLOCK_TOKENS];  // a block's scores and softmax weights
   uint16_t tile[KV_BLOCK_TOKENS * KV_TILE_MAX_DIM];
+  const AttentionMath& math = attention_math();  // the inner loops, vectorized where the CPU can
   for (int32_t b = b0; b < b1; ++b) {
     if (!load_block(kv, s.table, kvh, 0, b, kbuf.data(), tile) || !load_block(kv, s.table, kvh, 1, b, vbuf.data(), tile))
       return b;
@@ -91,25 +95,22 @@ int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSe
         const float* qv = q + ((int64_t)(s.q_begin + i) * a.n_head + kvh * G + g) * dk;
         Partial& st = state[i * G + g];
         float* ac = acc + ((int64_t)i * G + g) * dv;
+        const int32_t nj = j1 - j0;
         float mx = st.m;
-        for (int32_t j = j0; j < j1; ++j) {
-          const float* kr = kbuf.data() + (j - b * KV_BLOCK_TOKENS) * dk;
-          float dot = 0.f;
-          for (int32_t c = 0; c < dk; ++c) dot += qv[c] * kr[c];
-          dot *= a.scale;
+        math.dots(qv, kbuf.data() + (j0 - b * KV_BLOCK_TOKENS) * dk, nj, dk, sc);
+        for (int32_t j = 0; j < nj; ++j) {
+          float dot = sc[j] * a.scale;
           if (a.softcap > 0.f) dot = a.softcap * std::tanh(dot / a.softcap);
-          sc[j - j0] = dot;
+          sc[j] = dot;
           mx = std::max(mx, dot);
         }
         const float corr = std::exp(st.m - mx);  // exp(-inf) = 0 on the first block
         st.l *= corr;
-        for (int32_t c = 0; c < dv; ++c) ac[c] *= corr;
-        for (int32_t j = j0; j < j1; ++j) {
-          const float w = std::exp(sc[j - j0] - mx);
-          st.l += w;
-          const float* vr = vbuf.data() + (j - b * KV_BLOCK_TOKENS) * dv;
-          for (int32_t c = 0; c < dv; ++c) ac[c] += w * vr[c];
-        }
+        if (corr != 1.f) math.scale(ac, corr, dv);  // (×1 is exact: skipping it changes no bit)
+        for (int32_t j = 0; j < nj; ++j) sc[j] -= mx;
+        math.exp(sc, wt, nj);
+        for (int32_t j = 0; j < nj; ++j) st.l += wt[j];
+        math.acc_rows(ac, wt, vbuf.data() + (j0 - b * KV_BLOCK_TOKENS) * dv, nj, dv);
         st.m = mx;
       }
     }

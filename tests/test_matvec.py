@@ -336,7 +336,8 @@ def test_matvec_rejects_bad_inputs_naming_the_expected_form():
 # ---- the C++ kernel tests, built natively -------------------------------------------------------
 
 def test_native_cpp_kernel_tests_pass(tmp_path):
-    """tests/cpp/test_vec_dot.cpp on this machine: every SIMD vec_dot and quantizer against scalar,
+    """tests/cpp/test_vec_dot*.cpp and test_attention_math.cpp on this machine: every SIMD vec_dot
+    (8-bit and Q16 activations), quantizer and attention inner loop against the plain C++ one,
     and — on CPUs with AVX512-VNNI, where matvec uses the VNNI kernels — the plain AVX2 kernels
     too, which the Python tests above cannot reach there. Compiled directly, like the qemu build."""
     import platform
@@ -348,8 +349,9 @@ def test_native_cpp_kernel_tests_pass(tmp_path):
     root = pathlib.Path(__file__).resolve().parents[1]
     plain = ["src/common/error.cpp", "src/quant/types.cpp", "backends/cpu/cpu_features.cpp",
              "backends/cpu/dequantize.cpp", "backends/cpu/quantize_act.cpp", "backends/cpu/vec_dot.cpp",
-             "backends/cpu/vec_dot_scalar.cpp", "backends/cpu/vec_dot_q16_scalar.cpp", "tests/cpp/test_main.cpp",
-             "tests/cpp/test_vec_dot.cpp", "tests/cpp/test_vec_dot_q16.cpp"]
+             "backends/cpu/vec_dot_scalar.cpp", "backends/cpu/vec_dot_q16_scalar.cpp", "backends/cpu/attention_math.cpp",
+             "tests/cpp/test_main.cpp", "tests/cpp/test_vec_dot.cpp", "tests/cpp/test_vec_dot_q16.cpp",
+             "tests/cpp/test_attention_math.cpp"]
     simd = []
     if platform.machine().lower() in ("x86_64", "amd64"):
         simd = [str(p.relative_to(root)) for p in sorted((root / "backends/cpu").glob("*_avx2.cpp"))]
@@ -376,7 +378,9 @@ def test_native_cpp_kernel_tests_pass(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert " 0 failed" in r.stdout
     for case in ("simd_vec_dot_matches_scalar_for_every_type", "simd_q16_vec_dot_matches_scalar_for_every_type",
-                 "q16_kernels_stay_exact_at_every_formats_extreme_values", "simd_q16_quantizer_is_bit_identical_to_scalar"):
+                 "q16_kernels_stay_exact_at_every_formats_extreme_values", "simd_q16_quantizer_is_bit_identical_to_scalar",
+                 "attention_exp_is_within_3e_7_of_std_exp_on_the_softmax_range",
+                 "attention_acc_rows_of_a_block_equals_its_rows_one_at_a_time"):
         assert f"[ ok ] {case}" in r.stdout, r.stdout
     if "avx2" in ISAS:
         assert "tested isa: avx2" in r.stdout, r.stdout

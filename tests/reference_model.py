@@ -6,6 +6,11 @@ the `gguf` package. Exact math: no activation quantization, no BF16 cache, float
 
     ref = ReferenceModel(path)
     logits = ref.forward(tokens)          # (len(tokens), n_vocab), every position
+    logits = ref.forward(tokens, kv="bf16")   # the same with K (after RoPE) and V stored as BF16
+
+The second form is exact math *given the runtime's cache format*: gaacrt keeps K and V in BF16
+(GAAC is lossless relative to BF16), and BF16's 8-bit significand alone moves SmolLM2's logits by up
+to ~10% at rare positions (near-ties in attention), so a per-position bound needs that reference.
 """
 from __future__ import annotations
 
@@ -14,6 +19,13 @@ import math
 import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
+
+
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest BF16 value (ties to even), as the cache stores K and V."""
+    a = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    a = ((a + 0x7FFF + ((a >> 16) & 1)) >> 16) << 16
+    return a.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 def _meta(reader: GGUFReader) -> dict:
@@ -87,7 +99,7 @@ class ReferenceModel:
             y[..., 0:self.n_rot:2], y[..., 1:self.n_rot:2] = a * c - b * s, a * s + b * c
         return y
 
-    def forward(self, tokens) -> np.ndarray:
+    def forward(self, tokens, kv: str = "exact") -> np.ndarray:
         tokens = np.asarray(tokens)
         T = len(tokens)
         pos = np.arange(T, dtype=np.float64)
@@ -114,6 +126,8 @@ class ReferenceModel:
             swa = self.is_swa[il]
             base, fs = (self.rope_base_swa, 1.0) if swa else (self.rope_base, self.freq_scale)
             q, k = self.rope(q, pos, base, fs), self.rope(k, pos, base, fs)
+            if kv == "bf16":
+                k, v = bf16_round(k), bf16_round(v)
             mask = causal.copy()
             if swa:
                 mask &= (pos[:, None] - pos[None, :]) < self.swa

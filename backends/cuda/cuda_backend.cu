@@ -1,4 +1,5 @@
-// cuda_backend.cu — CudaBackend memory management (the ops live in one file each).
+// cuda_backend.cu — CudaBackend memory management, scratch and the deferred kernel-error check
+// (the ops live in one file each).
 #include "cuda_backend.h"
 #include "cuda_common.h"
 
@@ -20,9 +21,19 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   info_.cc_major = p.major;
   info_.cc_minor = p.minor;
   info_.multiprocessors = p.multiProcessorCount;
+  void* h = nullptr;
+  GAACRT_CUDA_CHECK(cudaHostAlloc(&h, sizeof(DeviceErrors), cudaHostAllocMapped));
+  errors_ = static_cast<DeviceErrors*>(h);
+  *errors_ = DeviceErrors{0, 0, 0, 0};
+  void* d = nullptr;
+  GAACRT_CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+  dev_errors_ = static_cast<DeviceErrors*>(d);
 }
 
 CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (scratch_) cudaFree(scratch_);
+  if (errors_) cudaFreeHost(errors_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -41,7 +52,33 @@ void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
 void CudaBackend::download(void* dst, const void* src, size_t bytes) {
   GAACRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  raise_device_errors();
 }
-void CudaBackend::synchronize() { GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  raise_device_errors();
+}
+
+void CudaBackend::raise_device_errors() {
+  if (errors_->code == 0) return;
+  const DeviceErrors e = *errors_;
+  *errors_ = DeviceErrors{0, 0, 0, 0};
+  throw Error("kv", "corrupt_tile", strfmt("layer %d kv-head %d block %d: a compressed tile failed validation on "
+                                           "the GPU (reserved tag or escape overrun); its rows were not read",
+                                           e.layer, e.head, e.block));
+}
+
+void* CudaBackend::scratch(size_t bytes) {
+  if (bytes > scratch_bytes_) {
+    // The stream may still use the old buffer: wait before freeing it.
+    GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (scratch_) cudaFree(scratch_);
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    GAACRT_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+    scratch_bytes_ = bytes;
+  }
+  return scratch_;
+}
 
 }  // namespace gaacrt::cuda

@@ -1,4 +1,5 @@
-// cuda_backend.h — the CUDA backend: device memory, one stream, the op launchers.
+// cuda_backend.h — the CUDA backend: device memory, one stream, the op launchers (one .cu per op:
+// get_rows.cu, rms_norm.cu, rope.cu, elementwise.cu, kv_store.cu, attention.cu, matmul.cu, ...).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -6,6 +7,14 @@
 #include "common/error.h"
 
 namespace gaacrt::cuda {
+
+// Kernels cannot throw: a kernel that finds bad data (a corrupt compressed KV tile) records it
+// here, in host-mapped memory, and the backend raises at the next synchronize/download, when the
+// stream has caught up. No extra synchronization is added to the decode step for it.
+struct DeviceErrors {
+  int32_t code;            // 0 = none; 1 = corrupt KV tile
+  int32_t layer, head, block;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -22,29 +31,34 @@ class CudaBackend final : public Backend {
 
   void dequantize(const WeightView& w, float* dst) override;
   void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) override;
-  // The remaining ops arrive with issue 7; until then they raise a clear "not implemented" error.
-  void get_rows(const WeightView&, const int32_t*, int64_t, float, float*) override { missing("get_rows"); }
-  void rms_norm(const float*, const float*, float, int64_t, int64_t, float*) override { missing("rms_norm"); }
-  void rope(float*, int64_t, int32_t, int32_t, const int32_t*, const RopeParams&) override { missing("rope"); }
-  void add(float*, const float*, int64_t) override { missing("add"); }
-  void act_mul(const float*, const float*, int64_t, Activation, float*) override { missing("act_mul"); }
-  void softcap(float*, int64_t, float) override { missing("softcap"); }
-  void kv_store(const KVLayerView&, const KVTokenSlot*, int64_t, const float*, const float*) override { missing("kv_store"); }
-  void kv_finalize(const KVLayerView&, KVFinalizeJob*, int64_t) override { missing("kv_finalize"); }
-  void attention(const KVLayerView&, const AttentionArgs&, const AttnSeq*, int32_t, const float*, float*) override {
-    missing("attention");
-  }
+  void get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out) override;
+  void rms_norm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) override;
+  void rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* pos,
+            const RopeParams& p) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void act_mul(const float* g, const float* u, int64_t n, Activation act, float* h) override;
+  void softcap(float* x, int64_t n, float cap) override;
+  void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, const float* k,
+                const float* v) override;
+  void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs) override;
+  void attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
+                 const float* q, float* out) override;
 
   cudaStream_t stream() const { return stream_; }
 
  private:
-  [[noreturn]] static void missing(const char* op) {
-    throw Error("backend", "not_implemented", strfmt("cuda: op '%s' is not implemented yet", op));
-  }
+  // Raises the error a kernel recorded in errors_ (call after the stream is synchronized).
+  void raise_device_errors();
+  // Device scratch of at least `bytes`, kept between calls (attention partials).
+  void* scratch(size_t bytes);
 
   int device_;
   cudaStream_t stream_ = nullptr;
   DeviceInfo info_;
+  DeviceErrors* errors_ = nullptr;      // host-mapped (cudaHostAllocMapped)
+  DeviceErrors* dev_errors_ = nullptr;  // its device address
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace gaacrt::cuda

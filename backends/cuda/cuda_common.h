@@ -1,4 +1,4 @@
-// cuda_common.h — error checking shared by the CUDA backend's launchers.
+// cuda_common.h — error checking and launch-size helpers shared by the CUDA backend's launchers.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,5 +14,24 @@ inline void check(cudaError_t e, const char* what) {
 }
 
 #define GAACRT_CUDA_CHECK(call) ::gaacrt::cuda::check((call), #call)
+
+constexpr int kWarpSize = 32;
+
+// Blocks of `threads` covering n items with a grid-stride loop (capped: the loop does the rest).
+inline unsigned grid_for_items(int64_t n, int threads) {
+  const int64_t g = (n + threads - 1) / threads;
+  return static_cast<unsigned>(g < 1 ? 1 : (g > 65536 ? 65536 : g));
+}
+
+#ifdef __CUDACC__
+__device__ __forceinline__ float warp_sum_f32(float v) {
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double warp_sum_f64(double v) {
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+#endif
 
 }  // namespace gaacrt::cuda

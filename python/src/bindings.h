@@ -12,6 +12,7 @@ void bind_system(nanobind::module_& m);
 void bind_tokenizer(nanobind::module_& m);
 void bind_model(nanobind::module_& m);
 void bind_backend(nanobind::module_& m);
+void bind_backend_ops(nanobind::module_& m);
 void bind_gaac(nanobind::module_& m);
 void bind_e8(nanobind::module_& m);
 

@@ -10,6 +10,7 @@ NB_MODULE(_core, m) {
   gaacrt::py::bind_tokenizer(m);
   gaacrt::py::bind_model(m);
   gaacrt::py::bind_backend(m);
+  gaacrt::py::bind_backend_ops(m);
   gaacrt::py::bind_gaac(m);
   gaacrt::py::bind_e8(m);
 }

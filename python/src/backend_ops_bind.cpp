@@ -1,0 +1,183 @@
+// backend_ops_bind.cpp — gaacrt._core.op_*: run the backend's elementwise, norm, RoPE, embedding
+// and attention ops on numpy inputs (uploaded, run, downloaded), so the CUDA (and any other)
+// backend is tested op by op against the CPU reference on the same inputs (tests/test_cuda_ops.py).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+
+#include <optional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "bindings.h"
+#include "common/error.h"
+
+namespace nb = nanobind;
+
+namespace gaacrt::py {
+
+GGMLType parse_type(nb::handle t);  // quant_bind.cpp
+
+namespace {
+
+using F32 = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Bytes2D = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using OutF32 = nb::ndarray<nb::numpy, float>;
+
+// Backend memory that frees itself; filled from host data when given.
+struct Buf {
+  Backend& be;
+  void* p;
+  Buf(Backend& b, size_t n, const void* src = nullptr) : be(b), p(b.alloc(n ? n : 4)) {
+    if (src && n) be.upload(p, src, n);
+  }
+  ~Buf() { be.free(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  float* f() const { return static_cast<float*>(p); }
+};
+
+OutF32 new_array(std::vector<size_t> shape, float** data) {
+  size_t n = 1;
+  for (size_t s : shape) n *= s;
+  float* buf = new float[n ? n : 1];
+  *data = buf;
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  return OutF32(buf, shape.size(), shape.data(), owner);
+}
+
+std::vector<size_t> shape_of(const F32& a) {
+  std::vector<size_t> s(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) s[i] = a.shape(i);
+  return s;
+}
+
+// Runs `op(device_ptr)` on a device copy of x and returns the result, shaped like x.
+template <typename Op>
+OutF32 in_place(Backend& be, const F32& x, Op op) {
+  float* out;
+  OutF32 arr = new_array(shape_of(x), &out);
+  nb::gil_scoped_release nogil;
+  Buf xd(be, x.size() * 4, x.data());
+  op(xd.f());
+  be.download(out, xd.p, x.size() * 4);
+  return arr;
+}
+
+// A one-layer BF16 cache holding k, v (n_ctx, n_head_kv, d) for one sequence, in pages handed
+// out in reverse order (so the block table is really followed), written through kv_store; then
+// attention for query rows q (n_q, n_head, d) at positions n_ctx - n_q .. n_ctx - 1.
+OutF32 attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, int32_t sliding_window, float softcap) {
+  if (k.ndim() != 3 || v.ndim() != 3 || q.ndim() != 3 || k.shape(0) != v.shape(0) || k.shape(1) != v.shape(1) ||
+      k.shape(2) != v.shape(2) || q.shape(2) != k.shape(2) || q.shape(1) % k.shape(1) || q.shape(0) > k.shape(0))
+    throw nb::value_error("attention: want k, v (n_ctx, n_head_kv, d) and q (n_q <= n_ctx, n_head, d), n_head a "
+                          "multiple of n_head_kv");
+  const int32_t n_ctx = (int32_t)k.shape(0), hkv = (int32_t)k.shape(1), d = (int32_t)k.shape(2);
+  const int32_t n_q = (int32_t)q.shape(0), n_head = (int32_t)q.shape(1);
+  KVLayerView kv{};
+  kv.format = KVFormat::BF16;
+  kv.n_head_kv = hkv;
+  kv.head_dim_k = kv.head_dim_v = d;
+  kv.tile_dim = d < KV_TILE_MAX_DIM ? d : KV_TILE_MAX_DIM;
+  if (d % kv.tile_dim) throw nb::value_error(strfmt("attention: head dim %d is not whole tiles of 128", d).c_str());
+  kv.n_half = d / kv.tile_dim;
+  kv.max_blocks = (n_ctx + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS;
+  kv.page_bytes = (uint64_t)KV_BLOCK_TOKENS * kv.tile_dim * 2;
+  kv.chunk_bytes = KV_CHUNK_PAGES * kv.page_bytes;
+  const int64_t n_entries = (int64_t)hkv * 2 * kv.n_half * kv.max_blocks;
+  std::vector<uint32_t> table(n_entries);
+  for (int64_t i = 0; i < n_entries; ++i) table[i] = (uint32_t)(n_entries - 1 - i);
+  float* out;
+  OutF32 arr = new_array({(size_t)n_q, (size_t)n_head, (size_t)d}, &out);
+  nb::gil_scoped_release nogil;
+  Buf arena(be, n_entries * kv.page_bytes), tab(be, n_entries * 4, table.data());
+  kv.arena = static_cast<uint8_t*>(arena.p);
+  std::vector<KVTokenSlot> slots(n_ctx);
+  for (int32_t t = 0; t < n_ctx; ++t) slots[t] = {static_cast<const uint32_t*>(tab.p), t};
+  const AttnSeq seq{static_cast<const uint32_t*>(tab.p), 0, n_q, n_ctx - n_q};
+  Buf sd(be, slots.size() * sizeof(KVTokenSlot), slots.data()), qd(be, sizeof(AttnSeq), &seq);
+  Buf kd(be, k.size() * 4, k.data()), vd(be, v.size() * 4, v.data()), qq(be, q.size() * 4, q.data());
+  Buf od(be, (size_t)n_q * n_head * d * 4);
+  be.kv_store(kv, static_cast<const KVTokenSlot*>(sd.p), n_ctx, kd.f(), vd.f());
+  const AttentionArgs args{n_head, scale, sliding_window, softcap};
+  be.attention(kv, args, static_cast<const AttnSeq*>(qd.p), 1, qq.f(), od.f());
+  be.download(out, od.p, (size_t)n_q * n_head * d * 4);
+  return arr;
+}
+
+}  // namespace
+
+void bind_backend_ops(nb::module_& m) {
+  m.def("op_rms_norm", [](Backend& be, F32 x, F32 w, float eps) {
+        const int64_t dim = (int64_t)w.size(), rows = dim ? (int64_t)x.size() / dim : 0;
+        if (rows * dim != (int64_t)x.size()) throw nb::value_error("rms_norm: x is not whole rows of len(w)");
+        Buf wd(be, w.size() * 4, w.data());
+        return in_place(be, x, [&](float* p) { be.rms_norm(p, wd.f(), eps, rows, dim, p); });
+      }, nb::arg("backend"), nb::arg("x"), nb::arg("w"), nb::arg("eps"), "x (rows, dim) -> rms_norm(x) * w");
+  m.def("op_rope", [](Backend& be, F32 x, I32 pos, int style, int n_rot, float base, float freq_scale,
+                      std::optional<F32> freq_factors, float ext_factor, float attn_factor, float beta_fast,
+                      float beta_slow, int n_ctx_orig) {
+        if (x.ndim() != 3 || pos.shape(0) != x.shape(0)) throw nb::value_error("rope: x (n_tok, n_heads, head_dim), pos (n_tok)");
+        std::optional<Buf> ff;
+        if (freq_factors) ff.emplace(be, freq_factors->size() * 4, freq_factors->data());
+        Buf pd(be, pos.size() * 4, pos.data());
+        RopeParams p;
+        p.style = style == 0 ? RopeStyle::Norm : RopeStyle::Neox;
+        p.n_rot = n_rot;
+        p.base = base;
+        p.freq_scale = freq_scale;
+        p.freq_factors = ff ? ff->f() : nullptr;
+        p.ext_factor = ext_factor;
+        p.attn_factor = attn_factor;
+        p.beta_fast = beta_fast;
+        p.beta_slow = beta_slow;
+        p.n_ctx_orig = n_ctx_orig;
+        return in_place(be, x, [&](float* d) {
+          be.rope(d, (int64_t)x.shape(0), (int32_t)x.shape(1), (int32_t)x.shape(2), static_cast<const int32_t*>(pd.p), p);
+        });
+      }, nb::arg("backend"), nb::arg("x"), nb::arg("pos"), nb::arg("style"), nb::arg("n_rot"), nb::arg("base"),
+      nb::arg("freq_scale") = 1.f, nb::arg("freq_factors") = nb::none(), nb::arg("ext_factor") = 0.f,
+      nb::arg("attn_factor") = 1.f, nb::arg("beta_fast") = 32.f, nb::arg("beta_slow") = 1.f, nb::arg("n_ctx_orig") = 0,
+      "x (n_tok, n_heads, head_dim) rotated at positions pos; style 0 = NORM, 2 = NEOX");
+  m.def("op_add", [](Backend& be, F32 y, F32 x) {
+        if (x.size() != y.size()) throw nb::value_error("add: sizes differ");
+        Buf xd(be, x.size() * 4, x.data());
+        return in_place(be, y, [&](float* p) { be.add(p, xd.f(), (int64_t)y.size()); });
+      }, nb::arg("backend"), nb::arg("y"), nb::arg("x"), "y + x");
+  m.def("op_act_mul", [](Backend& be, F32 g, F32 u, int act) {
+        if (g.size() != u.size()) throw nb::value_error("act_mul: sizes differ");
+        Buf ud(be, u.size() * 4, u.data());
+        return in_place(be, g, [&](float* p) { be.act_mul(p, ud.f(), (int64_t)g.size(), (Activation)act, p); });
+      }, nb::arg("backend"), nb::arg("g"), nb::arg("u"), nb::arg("act"), "act(g) * u; act 0 = SiLU, 1 = GELU-tanh");
+  m.def("op_softcap", [](Backend& be, F32 x, float cap) {
+        return in_place(be, x, [&](float* p) { be.softcap(p, (int64_t)x.size(), cap); });
+      }, nb::arg("backend"), nb::arg("x"), nb::arg("cap"), "cap * tanh(x / cap)");
+  m.def("op_get_rows", [](Backend& be, Bytes2D raw, nb::handle type, I32 ids, float scale) {
+        const GGMLType ty = parse_type(type);
+        const TypeTraits* tr = type_traits(ty);
+        if (!tr || raw.shape(1) % tr->type_size) throw nb::value_error("get_rows: rows are not whole blocks of the type");
+        WeightView w;
+        w.type = ty;
+        w.n_rows = (int64_t)raw.shape(0);
+        w.n_cols = (int64_t)(raw.shape(1) / tr->type_size) * tr->block_size;
+        w.row_stride = raw.shape(1);
+        for (size_t i = 0; i < ids.size(); ++i)
+          if (ids.data()[i] < 0 || ids.data()[i] >= w.n_rows) throw nb::value_error("get_rows: id out of range");
+        float* out;
+        OutF32 arr = new_array({ids.size(), (size_t)w.n_cols}, &out);
+        nb::gil_scoped_release nogil;
+        Buf wd(be, raw.size(), raw.data()), id(be, ids.size() * 4, ids.data()), od(be, ids.size() * w.n_cols * 4);
+        w.data = wd.p;
+        be.get_rows(w, static_cast<const int32_t*>(id.p), (int64_t)ids.size(), scale, od.f());
+        be.download(out, od.p, ids.size() * w.n_cols * 4);
+        return arr;
+      }, nb::arg("backend"), nb::arg("raw"), nb::arg("type"), nb::arg("ids"), nb::arg("scale") = 1.f,
+      "rows ids of the raw weight matrix, dequantized, times scale");
+  m.def("op_attention", &attention_op, nb::arg("backend"), nb::arg("k"), nb::arg("v"), nb::arg("q"), nb::arg("scale"),
+        nb::arg("sliding_window") = 0, nb::arg("softcap") = 0.f,
+        "k, v (n_ctx, n_head_kv, d) stored in a paged BF16 cache via kv_store, then attention of q (n_q, n_head, d) "
+        "at the last n_q positions");
+}
+
+}  // namespace gaacrt::py

@@ -1,0 +1,141 @@
+"""CUDA backend ops (issue 7) against the CPU backend on the same inputs, awkward sizes included.
+
+Each op runs through gaacrt._core.op_* (python/src/backend_ops_bind.cpp): inputs uploaded, the
+backend's op, result downloaded. Runs on the GPU machine; skipped with the reason elsewhere.
+"""
+import numpy as np
+import pytest
+
+import gaacrt
+from gaacrt import _core
+
+gguf = pytest.importorskip("gguf")
+from gguf.quants import quantize  # noqa: E402
+
+T = gguf.GGMLQuantizationType
+REASON = gaacrt.cuda_unavailable_reason()
+pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    return _core.open_backend("cuda")
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return _core.open_backend("cpu", n_threads=2)
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b.astype(np.float64)), 1e-30))
+
+
+@pytest.mark.parametrize("rows,dim", [(1, 576), (7, 640), (3, 33), (130, 1537)])
+def test_cuda_rms_norm_matches_cpu_to_float_rounding(cuda, cpu, rows, dim):
+    rng = np.random.default_rng(rows * dim)
+    x = rng.standard_normal((rows, dim)).astype(np.float32) * 3
+    w = rng.standard_normal(dim).astype(np.float32)
+    a, b = _core.op_rms_norm(cuda, x, w, 1e-6), _core.op_rms_norm(cpu, x, w, 1e-6)
+    np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("style", [0, 2], ids=["norm", "neox"])
+@pytest.mark.parametrize("case", ["plain", "freq_factors", "yarn", "partial_rot"])
+def test_cuda_rope_matches_cpu(cuda, cpu, style, case):
+    rng = np.random.default_rng(style * 10 + len(case))
+    n_tok, n_heads, hd = 5, 3, 64
+    x = rng.standard_normal((n_tok, n_heads, hd)).astype(np.float32)
+    pos = np.array([0, 1, 17, 4095, 70000], np.int32)
+    kw = dict(style=style, n_rot=hd, base=10000.0)
+    if case == "freq_factors":
+        kw["freq_factors"] = rng.uniform(1, 8, hd // 2).astype(np.float32)
+    elif case == "yarn":
+        kw.update(freq_scale=0.25, ext_factor=1.0, n_ctx_orig=4096, beta_fast=32.0, beta_slow=1.0)
+    elif case == "partial_rot":
+        kw["n_rot"] = 32
+    a, b = _core.op_rope(cuda, x, pos, **kw), _core.op_rope(cpu, x, pos, **kw)
+    # Angles and cos/sin in double on both; the rotation in float.
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    if case == "partial_rot":  # dims past n_rot pass through untouched
+        assert np.array_equal(a[:, :, 32:], x[:, :, 32:])
+
+
+@pytest.mark.parametrize("n", [1, 1000, 123457])
+def test_cuda_add_is_exact(cuda, cpu, n):
+    rng = np.random.default_rng(n)
+    y, x = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    assert np.array_equal(_core.op_add(cuda, y, x), y + x)
+
+
+@pytest.mark.parametrize("act", [0, 1], ids=["silu", "gelu_tanh"])
+def test_cuda_act_mul_matches_cpu(cuda, cpu, act):
+    rng = np.random.default_rng(act)
+    g = (rng.standard_normal(77777) * 4).astype(np.float32)
+    u = rng.standard_normal(77777).astype(np.float32)
+    np.testing.assert_allclose(_core.op_act_mul(cuda, g, u, act), _core.op_act_mul(cpu, g, u, act), rtol=1e-5, atol=1e-6)
+
+
+def test_cuda_softcap_matches_cpu(cuda, cpu):
+    x = np.linspace(-200, 200, 10001).astype(np.float32)
+    np.testing.assert_allclose(_core.op_softcap(cuda, x, 30.0), _core.op_softcap(cpu, x, 30.0), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("t", [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K])
+def test_cuda_get_rows_is_bit_identical_to_cpu(cuda, cpu, t):
+    rng = np.random.default_rng(int(t))
+    n_cols = 512 if gguf.GGML_QUANT_SIZES[t][0] > 1 else 77
+    w = rng.standard_normal((50, n_cols)).astype(np.float32)
+    raw = np.ascontiguousarray(quantize(w, t).view(np.uint8).reshape(50, -1))
+    ids = np.array([3, 49, 0, 3, 17], np.int32)
+    a, b = _core.op_get_rows(cuda, raw, int(t), ids, 0.5), _core.op_get_rows(cpu, raw, int(t), ids, 0.5)
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d):
+    k = rng.standard_normal((n_ctx, n_kv, d)).astype(np.float32)
+    v = rng.standard_normal((n_ctx, n_kv, d)).astype(np.float32)
+    q = rng.standard_normal((n_q, n_head, d)).astype(np.float32)
+    return k, v, q
+
+
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d", [
+    (1, 1, 9, 3, 64),          # one key
+    (37, 1, 9, 3, 64),         # SmolLM2 shape, partial block
+    (5000, 1, 32, 8, 128),     # long decode: many chunks, split across thread blocks
+    (1100, 3, 4, 1, 256),      # Gemma-3 shape: two 128-channel tiles per head, a few queries
+    (300, 70, 4, 2, 16),       # prefill: more rows than one pass, tiny head
+    (17, 17, 2, 2, 32),        # whole-prompt prefill, no GQA
+])
+def test_cuda_attention_matches_cpu(cuda, cpu, n_ctx, n_q, n_head, n_kv, d):
+    rng = np.random.default_rng(n_ctx + n_q)
+    k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
+    s = 1 / np.sqrt(d)
+    a, b = _core.op_attention(cuda, k, v, q, s), _core.op_attention(cpu, k, v, q, s)
+    assert rel(a, b) < 1e-5
+
+
+@pytest.mark.parametrize("window,cap", [(24, 0.0), (0, 20.0), (7, 5.0)])
+def test_cuda_attention_sliding_window_and_softcap_match_cpu(cuda, cpu, window, cap):
+    rng = np.random.default_rng(window)
+    k, v, q = attention_inputs(rng, 200, 40, 4, 1, 64)
+    a = _core.op_attention(cuda, k, v, q, 0.2, sliding_window=window, softcap=cap)
+    b = _core.op_attention(cpu, k, v, q, 0.2, sliding_window=window, softcap=cap)
+    assert rel(a, b) < 1e-5
+
+
+def test_cuda_attention_is_a_softmax_over_bf16_keys_and_values(cuda):
+    # Against float64 numpy: the cache stores BF16, so round k and v the same way first.
+    rng = np.random.default_rng(5)
+    k, v, q = attention_inputs(rng, 100, 2, 4, 2, 64)
+    bf = lambda x: ((x.view(np.uint32).astype(np.uint64) + 0x7FFF + ((x.view(np.uint32) >> 16) & 1)) >> 16 << 16
+                    ).astype(np.uint32).view(np.float32).astype(np.float64)
+    kb, vb = bf(k), bf(v)
+    ref = np.zeros(q.shape)
+    for i in range(2):
+        p = 98 + i
+        for h in range(4):
+            sc = kb[: p + 1, h // 2] @ q[i, h].astype(np.float64) * 0.125
+            w = np.exp(sc - sc.max())
+            ref[i, h] = w @ vb[: p + 1, h // 2] / w.sum()
+    assert rel(_core.op_attention(cuda, k, v, q, 0.125), ref) < 1e-5

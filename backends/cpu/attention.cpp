@@ -15,7 +15,9 @@
 #include "codec/gaac/gaac_host.h"
 #include "common/error.h"
 #include "common/half.h"
+#include "codec/e8/e8_rotation.h"
 #include "kv/gaac_codec.h"
+#include "kv/lossy_codecs.h"
 #include "attention_math.h"
 #include "ops.h"
 
@@ -29,13 +31,19 @@ constexpr float kNegInf = -INFINITY;
 // ever decompressed to a full copy; a tile at a time goes through this scratch). Returns false on
 // a corrupt slot.
 bool load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int32_t is_v, int32_t block, float* out,
-                uint16_t* tile) {
+                uint16_t* tile, bool* rotated) {
   const int32_t d = is_v ? kv.head_dim_v : kv.head_dim_k, td = kv.tile_dim;
+  *rotated = false;
   for (int32_t half = 0; half < kv.n_half; ++half) {
     const uint32_t e = table[kv_entry_index(kv, head, is_v, half, block)];
     const uint16_t* src;
     if (!kv_entry_is_slot(e)) {
       src = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes);
+    } else if (kv_format_is_lossy(kv.format)) {
+      // E8 / q8 / kivi2: decoded straight to fp32 (E8 keys in the rotated basis: *rotated).
+      decode_lossy_tile(kv, kv_entry_ptr(kv, e, is_v), is_v, out + half * td, d);
+      if (kv.format == KVFormat::E8 && !is_v) *rotated = true;
+      continue;
     } else {
       const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
       const int64_t off = (int64_t)head * d + (int64_t)half * td;
@@ -73,8 +81,8 @@ struct Partial {  // online-softmax state of one (query token, head) over a chun
 // state: (n_q, G) Partials; acc: (n_q, G, dv).
 // Returns the first block that failed to load (a corrupt slot), or -1.
 int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq& s, int32_t kvh, int32_t b0,
-                     int32_t b1, const float* q, Partial* state, float* acc, std::vector<float>& kbuf,
-                     std::vector<float>& vbuf) {
+                     int32_t b1, const float* q, const float* q_rot, Partial* state, float* acc,
+                     std::vector<float>& kbuf, std::vector<float>& vbuf) {
   const int32_t G = a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v;
   kbuf.resize((size_t)KV_BLOCK_TOKENS * dk);
   vbuf.resize((size_t)KV_BLOCK_TOKENS * dv);
@@ -84,15 +92,19 @@ int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSe
   uint16_t tile[KV_BLOCK_TOKENS * KV_TILE_MAX_DIM];
   const AttentionMath& math = attention_math();  // the inner loops, vectorized where the CPU can
   for (int32_t b = b0; b < b1; ++b) {
-    if (!load_block(kv, s.table, kvh, 0, b, kbuf.data(), tile) || !load_block(kv, s.table, kvh, 1, b, vbuf.data(), tile))
+    bool k_rotated = false, v_rotated = false;
+    if (!load_block(kv, s.table, kvh, 0, b, kbuf.data(), tile, &k_rotated) ||
+        !load_block(kv, s.table, kvh, 1, b, vbuf.data(), tile, &v_rotated))
       return b;
+    // E8 keys live in the layer's rotated basis: score them against the rotated queries.
+    const float* qb = k_rotated ? q_rot : q;
     for (int32_t i = 0; i < s.n_q; ++i) {
       const int32_t p = s.pos0 + i;
       const int32_t lo = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
       const int32_t j0 = std::max(b * KV_BLOCK_TOKENS, lo), j1 = std::min(b * KV_BLOCK_TOKENS + KV_BLOCK_TOKENS, p + 1);
       if (j0 >= j1) continue;
       for (int32_t g = 0; g < G; ++g) {
-        const float* qv = q + ((int64_t)(s.q_begin + i) * a.n_head + kvh * G + g) * dk;
+        const float* qv = qb + ((int64_t)(s.q_begin + i) * a.n_head + kvh * G + g) * dk;
         Partial& st = state[i * G + g];
         float* ac = acc + ((int64_t)i * G + g) * dv;
         const int32_t nj = j1 - j0;
@@ -151,12 +163,23 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   std::vector<Partial> state(off.back());
   std::vector<float> acc((size_t)off.back() * dv);
 
+  // E8: every query row rotated once by the layer's R (scores against lattice keys in that basis).
+  std::vector<float> q_rot_buf;
+  const float* q_rot = q;
+  if (kv.format == KVFormat::E8) {
+    int64_t n_rows = 0;
+    for (int32_t si = 0; si < n_seqs; ++si) n_rows = std::max<int64_t>(n_rows, seqs[si].q_begin + seqs[si].n_q);
+    const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
+    q_rot_buf.resize((size_t)n_rows * a.n_head * kv.head_dim_k);
+    e8_rotate(st.rot, kv.head_dim_k, q, n_rows * a.n_head, q_rot_buf.data());
+    q_rot = q_rot_buf.data();
+  }
   std::vector<int32_t> bad(items.size(), -1);
   pool.run([&](int ith, int nth) {
     std::vector<float> kbuf, vbuf;
     for (size_t i = ith; i < items.size(); i += nth) {
       const Item& it = items[i];
-      bad[i] = attend_chunk(kv, a, seqs[it.seq], it.kvh, it.b0, it.b1, q, state.data() + off[i],
+      bad[i] = attend_chunk(kv, a, seqs[it.seq], it.kvh, it.b0, it.b1, q, q_rot, state.data() + off[i],
                             acc.data() + off[i] * dv, kbuf, vbuf);
     }
   });

@@ -43,6 +43,7 @@ void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, co
 
 // Encodes each job's raw tile into its reserved slot with the format's encoder.
 void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, ThreadPool& pool) {
+  if (kv_format_is_lossy(kv.format)) return kv_finalize_lossy(kv, jobs, n_jobs, pool);
   if (kv.format != KVFormat::GAAC && kv.format != KVFormat::FP8_E4M3_GAAC && kv.format != KVFormat::FP8_E5M2_GAAC) {
     for (int64_t i = 0; i < n_jobs; ++i) jobs[i].fits = 0;  // no compressed class (BF16)
     return;

@@ -30,6 +30,7 @@ struct KVCacheParams {
   int32_t n_ubatch = 512;        // largest prefill chunk (sizes sliding-window layers' pages)
   std::string calibration;       // GAAC: sidecar path ("" = beside the model, else online)
   std::string model_path;        // where to look for a sidecar
+  int32_t raw_window = -1;       // lossy formats: newest tokens kept BF16 (-1 = the format's default)
   bool keep_raw = false;         // test hook: calibrate and round as usual but never compress a
                                  // tile, so a lossless format can be compared with its own values
 };

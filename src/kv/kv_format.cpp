@@ -1,8 +1,11 @@
 // kv_format.cpp — format names and the codec factory.
 #include "kv_format.h"
 
+#include "codec/e8/e8_layout.h"
 #include "common/error.h"
 #include "gaac_codec.h"
+#include "kv_cache.h"
+#include "lossy_codecs.h"
 
 namespace gaacrt {
 namespace {
@@ -39,6 +42,12 @@ std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig& cfg, Backend&
   if (f == KVFormat::BF16) return std::make_unique<Bf16Codec>();
   if (f == KVFormat::GAAC || f == KVFormat::FP8_E4M3_GAAC || f == KVFormat::FP8_E5M2_GAAC)
     return std::make_unique<GaacKVCodec>(cfg, be, p);
+  if (f == KVFormat::E8 || f == KVFormat::KIVI2 || f == KVFormat::Q8) {
+    // The residual window (spec/e8.md §8): 128 tokens for E8 and KIVI; q8 quantizes a block as
+    // soon as it is full, like llama.cpp's q8_0 cache (which has no window).
+    const int32_t window = p.raw_window >= 0 ? p.raw_window : (f == KVFormat::Q8 ? 0 : E8_DEFAULT_WINDOW);
+    return std::make_unique<LossyKVCodec>(f, cfg, be, window);
+  }
   throw Error("kv", "unsupported_format", strfmt("cache format '%s' is not implemented yet", kv_format_name(f)));
 }
 

@@ -6,7 +6,9 @@
 #include <map>
 #include <vector>
 
+#include "codec/e8/e8_codebook.h"
 #include "codec/e8/e8_keys.h"
+#include "codec/e8/e8_layout.h"
 #include "codec/scalar/scalar_codecs.h"
 #include "common/half.h"
 #include "kv/lossy_codecs.h"

@@ -43,12 +43,15 @@ constexpr int kMaxSplit = 64;
 
 __device__ __forceinline__ float bf16f(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
 
+// Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
+// several tiles are bad at once the report names one of them.
 __device__ void record_corrupt(DeviceErrors* err, int32_t layer, int32_t head, int32_t block) {
-  if (atomicCAS(&err->code, 0, 1) == 0) {
-    err->layer = layer;
-    err->head = head;
-    err->block = block;
-  }
+  volatile DeviceErrors* e = err;
+  e->layer = layer;
+  e->head = head;
+  e->block = block;
+  __threadfence_system();
+  e->code = 1;
 }
 
 // Raw BF16 page [16][td] -> smem rows [16][d] at column half*td (all threads of the block).
@@ -184,7 +187,11 @@ attention_kernel(KVLayerView kv, AttentionArgs a, const AttnSeq* __restrict__ se
         float mx = m[k];
 #pragma unroll
         for (int j = 0; j < KV_BLOCK_TOKENS; ++j) {
+          // Keys outside [j0, j1) are never touched: rows past the newest token of a raw page
+          // hold whatever the page held before (possibly NaN bit patterns).
           const int32_t key = b * KV_BLOCK_TOKENS + j;
+          sc[j] = -INFINITY;
+          if (key < j0 || key >= j1) continue;  // warp-uniform
           float dot = 0.f;
 #pragma unroll
           for (int c = 0; c < kPerLane; ++c) {
@@ -193,8 +200,8 @@ attention_kernel(KVLayerView kv, AttentionArgs a, const AttnSeq* __restrict__ se
           }
           dot = warp_sum_f32(dot) * a.scale;
           if (a.softcap > 0.f) dot = a.softcap * tanhf(dot / a.softcap);
-          sc[j] = key >= j0 && key < j1 ? dot : -INFINITY;
-          mx = fmaxf(mx, sc[j]);
+          sc[j] = dot;
+          mx = fmaxf(mx, dot);
         }
         const float corr = expf(m[k] - mx);  // 0 on the first visible block (m = -inf)
         l[k] *= corr;
@@ -202,7 +209,9 @@ attention_kernel(KVLayerView kv, AttentionArgs a, const AttnSeq* __restrict__ se
         for (int c = 0; c < kPerLane; ++c) acc[k][c] *= corr;
 #pragma unroll
         for (int j = 0; j < KV_BLOCK_TOKENS; ++j) {
-          const float w = expf(sc[j] - mx);  // exp(-inf) = 0 for invisible keys
+          const int32_t key = b * KV_BLOCK_TOKENS + j;
+          if (key < j0 || key >= j1) continue;
+          const float w = expf(sc[j] - mx);
           l[k] += w;
 #pragma unroll
           for (int c = 0; c < kPerLane; ++c) {

@@ -84,35 +84,46 @@ inline __m256i lanes32(const W16& w, const int16_t* qa) {
 template <class Dot, class P, int RM, int RN>
 void tile32_q16(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride, float* out,
                 int64_t out_stride) {
+  static_assert(RN <= 4, "the min term keeps one token per lane of a 4-lane vector");
   using WB = typename P::WB;
   Q16Row act[RN];
   for (int t = 0; t < RN; ++t) act[t] = act_row(a, a_stride, t, n);
   __m256 acc[RM][RN];
-  float extra[RM][RN];  // Q4_1/Q5_1: Σ m_w·s_a, in block order
-  for (int r = 0; r < RM; ++r)
-    for (int t = 0; t < RN; ++t) { acc[r][t] = _mm256_setzero_ps(); extra[r][t] = 0.0f; }
+  __m128 extra[RM];  // Q4_1/Q5_1: lane t = Σ m_w·s_a of token t, one FMA per block in block order
+  for (int r = 0; r < RM; ++r) {
+    extra[r] = _mm_setzero_ps();
+    for (int t = 0; t < RN; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
   for (int64_t i = 0; i < n / 32; ++i) {
     W16 wq[RM];
-    float dw[RM], mw[RM];
+    __m256 dw[RM];
+    __m128 mw[RM];
     for (int r = 0; r < RM; ++r) {
       const WB& b = reinterpret_cast<const WB*>(w + r * w_stride)[i];
       wq[r] = P::ints(b);
-      dw[r] = fp16(b.d);
-      if constexpr (P::kMin) mw[r] = fp16(b.m);
+      dw[r] = _mm256_set1_ps(fp16(b.d));
+      if constexpr (P::kMin) mw[r] = _mm_set1_ps(fp16(b.m));
+    }
+    if constexpr (P::kMin) {  // (built in registers: a store + vector reload would stall forwarding)
+      const auto s_of = [&](int t) { return t < RN ? act[t].s[i] : 0.0f; };
+      const __m128 sa = RN == 1 ? _mm_set_ss(s_of(0)) : _mm_setr_ps(s_of(0), s_of(1), s_of(2), s_of(3));
+      for (int r = 0; r < RM; ++r) extra[r] = _mm_fmadd_ps(mw[r], sa, extra[r]);
     }
     for (int t = 0; t < RN; ++t) {
       const int16_t* qa = act[t].q + 32 * i;
       const __m256i a0 = load256(qa), a1 = load256(qa + 16);
-      const float da = act[t].d[i];
+      const __m256 da = _mm256_broadcast_ss(act[t].d + i);
       for (int r = 0; r < RM; ++r) {
         const __m256i lanes = Dot::dot2(wq[r].lo, a0, wq[r].hi, a1);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * da), _mm256_cvtepi32_ps(lanes), acc[r][t]);
-        if constexpr (P::kMin) extra[r][t] += mw[r] * act[t].s[i];
+        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(lanes), acc[r][t]);
       }
     }
   }
-  for (int r = 0; r < RM; ++r)
-    for (int t = 0; t < RN; ++t) out[t * out_stride + r] = P::kMin ? hsum(acc[r][t]) + extra[r][t] : hsum(acc[r][t]);
+  for (int r = 0; r < RM; ++r) {
+    alignas(16) float ex[4];  // once per row and call: a stall here does not matter
+    _mm_store_ps(ex, extra[r]);
+    for (int t = 0; t < RN; ++t) out[t * out_stride + r] = P::kMin ? hsum(acc[r][t]) + ex[t] : hsum(acc[r][t]);
+  }
 }
 
 // ---- K-quants and IQ4_XS: 256-element super-blocks, eight 32-element activation blocks ---------

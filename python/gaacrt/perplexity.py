@@ -61,7 +61,7 @@ def perplexity(model: Model, text: str, cache: str = "bf16", ctx: int = 512, uba
             rows = []
             for c in range(0, ctx, ubatch):
                 out = s.eval(window[c:c + ubatch], all_logits=True)
-                if c + ubatch > first:
+                if c + ubatch > first - 1:  # this chunk holds position first-1 or later
                     rows.append(out[max(0, first - 1 - c):])
             runs[fmt] = _log_softmax(np.vstack(rows)[:ctx - first])  # predictions of tokens first..ctx-1
         lp = runs[cache]

@@ -33,16 +33,16 @@ struct KVLayerView {
   int32_t tile_dim;        // min(head_dim, 128)
   int32_t n_half;          // head_dim / tile_dim (2 for a 256-dim head)
   int32_t max_blocks;      // block-table row length
-  uint8_t* arena;          // raw BF16 pages and compressed slots
+  GAACRT_DEVICE uint8_t* arena;  // raw BF16 pages and compressed slots
   uint64_t page_bytes;     // KV_BLOCK_TOKENS * tile_dim * 2
   uint64_t chunk_bytes;    // KV_CHUNK_PAGES * page_bytes
   uint64_t slot_bytes[2];  // compressed slot of a K / V tile (0: the format has none)
-  const void* codec;       // format-specific per-layer state (GAAC bases, E8 rotation, ...) or null
+  const GAACRT_DEVICE void* codec;  // format-specific per-layer state (GAAC bases, E8 rotation, ...) or null
 };
 
 // Address of a tile's bytes from its block-table entry (raw page or slot).
 GAACRT_HD bool kv_entry_is_slot(uint32_t e) { return (e & KV_ENTRY_SLOT) != 0 && e != KV_ENTRY_EMPTY; }
-GAACRT_HD uint8_t* kv_entry_ptr(const KVLayerView& kv, uint32_t e, int32_t is_v) {
+GAACRT_HD GAACRT_DEVICE uint8_t* kv_entry_ptr(const KVLayerView& kv, uint32_t e, int32_t is_v) {
   if (!(e & KV_ENTRY_SLOT)) return kv.arena + (uint64_t)e * kv.page_bytes;
   const uint32_t chunk = (e & ~KV_ENTRY_SLOT) >> KV_SLOT_SUB_BITS, sub = e & KV_SLOT_SUB_MASK;
   return kv.arena + (uint64_t)chunk * kv.chunk_bytes + (uint64_t)sub * kv.slot_bytes[is_v];
@@ -55,7 +55,7 @@ GAACRT_HD int64_t kv_entry_index(const KVLayerView& kv, int32_t head, int32_t is
 
 // Where token t of a batch goes: its sequence's table and its position.
 struct KVTokenSlot {
-  const uint32_t* table;   // the sequence's table for this layer
+  const GAACRT_DEVICE uint32_t* table;  // the sequence's table for this layer
   int32_t pos;
 };
 
@@ -78,7 +78,7 @@ struct AttentionArgs {
 // One sequence's part of a batch: query rows [q_begin, q_begin + n_q) at positions
 // pos0 .. pos0 + n_q - 1; the cache holds its tokens 0 .. pos0 + n_q - 1 (this step's included).
 struct AttnSeq {
-  const uint32_t* table;
+  const GAACRT_DEVICE uint32_t* table;
   int32_t q_begin, n_q;
   int32_t pos0;
 };

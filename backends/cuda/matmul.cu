@@ -1,12 +1,15 @@
 // matmul.cu — y(n_tok, n_rows) = x(n_tok, n_cols) · wᵀ on the GPU.
 //
-// First version: one warp per (row, token), each lane dequantizes whole blocks through the
-// portable dequant_block() and accumulates in fp32, then a warp reduction. Correct for every
-// weight type; the tuned int8/tensor-core paths of issue 7 replace it behind the same launcher.
+// Decode-sized calls (up to 8 tokens) of quantized weights go to matvec_q8.cu: int8 activations,
+// __dp4a integer dot products. The rest (prefill, float weights) take the reference path here:
+// one warp per (row, token), each lane dequantizes whole blocks through the portable
+// dequant_block() and accumulates in fp32, then a warp reduction (a tensor-core prefill path is
+// still to come).
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "matvec_q8.cuh"
 #include "quant/dequant.h"
 
 namespace gaacrt::cuda {
@@ -69,6 +72,10 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
     throw Error("backend", "unsupported_type", strfmt("cuda matmul: type %s is not supported", type_name(w.type)));
   if (n_tok <= 0 || w.n_rows <= 0) return;
   if (n_tok > 65535) throw Error("backend", "invalid_argument", "cuda matmul: more than 65535 tokens in one call");
+  if (n_tok <= kMatvecQ8MaxTokens && w.n_cols % 32 == 0 && matvec_q8_supported(w.type)) {
+    matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_);
+    return;
+  }
   constexpr int kRowsPerBlock = 4;
   const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(n_tok));
   const dim3 block(kRowsPerBlock * kWarp);

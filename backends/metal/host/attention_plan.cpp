@@ -121,10 +121,11 @@ std::vector<Dispatch> plan_attention(const KVLayerView& kv, const gaacrt::Attent
   size_t base_bytes[4] = {0, 0, 0, 0};
   if (kv.format == KVFormat::GAAC) {
     const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
-    for (int i = 0; i < 4; ++i) {
-      bases[i] = st.bases[i / 2][i % 2];
-      base_bytes[i] = (size_t)kv.n_head_kv * (i < 2 ? kv.head_dim_k : kv.head_dim_v);
-    }
+    for (int i = 0; i < 4; ++i)
+      if (st.bases[i / 2][i % 2]) {  // null until the cache is calibrated (every tile is raw until then)
+        bases[i] = st.bases[i / 2][i % 2];
+        base_bytes[i] = (size_t)kv.n_head_kv * (i < 2 ? kv.head_dim_k : kv.head_dim_v);
+      }
   }
   std::vector<Dispatch> out_d;
   if (part.items.empty()) return out_d;

@@ -16,8 +16,9 @@ MetalBackendBase::~MetalBackendBase() = default;
 void MetalBackendBase::release_all() {
   try {
     flush();
-  } catch (...) {
+  } catch (const Error&) {  // a backend being destroyed has no one left to tell
   }
+  deferred_.reset();
   for (Region& r : allocs_) platform_free(reinterpret_cast<void*>(r.begin), r.handle);
   for (Region& r : mapped_) platform_free(nullptr, r.handle);
   allocs_.clear();
@@ -54,7 +55,13 @@ void MetalBackendBase::free(void* p) {
   Region* r = find_alloc(p);
   if (!r || r->begin != reinterpret_cast<uintptr_t>(p))
     throw Error("backend", "invalid_argument", "metal free: pointer was not returned by alloc");
-  if (r->pending) flush();
+  if (r->pending) {
+    try {  // free must not throw (destructors call it): keep the error for the next sync
+      flush();
+    } catch (const Error& e) {
+      if (!deferred_) deferred_ = std::make_unique<Error>(e);
+    }
+  }
   r = find_alloc(p);
   platform_free(p, r->handle);
   allocs_.erase(allocs_.begin() + (r - allocs_.data()));
@@ -124,21 +131,33 @@ void MetalBackendBase::encode(Dispatch d) {
 }
 
 void MetalBackendBase::flush() {
+  if (deferred_) {
+    Error e(*deferred_);
+    deferred_.reset();
+    throw e;
+  }
   if (inflight_.empty() && on_complete_.empty()) return;
-  platform_wait_all();
+  std::unique_ptr<Error> first;  // every check runs (each frees its scratch); the first error is raised
+  bool completed = true;
+  try {
+    platform_wait_all();
+  } catch (const Error& e) {
+    first = std::make_unique<Error>(e);
+    completed = false;
+  }
   ++n_waits_;
-  for (Dispatch& d : inflight_)
-    for (BufferArg& b : d.buffers)
-      if (b.readback) std::memcpy(b.readback, b.staged.data(), b.staged.size());
+  if (completed)
+    for (Dispatch& d : inflight_)
+      for (BufferArg& b : d.buffers)
+        if (b.readback) std::memcpy(b.readback, b.staged.data(), b.staged.size());
   inflight_.clear();
   for (Region& r : allocs_) r.pending = false;
   for (Region& r : mapped_) r.pending = false;
-  std::vector<std::function<void()>> done;
+  std::vector<std::function<void(bool)>> done;
   done.swap(on_complete_);
-  std::unique_ptr<Error> first;  // every check runs (each frees its scratch); the first error is raised
   for (auto& f : done) {
     try {
-      f();
+      f(completed);
     } catch (const Error& e) {
       if (!first) first = std::make_unique<Error>(e);
     }
@@ -204,9 +223,9 @@ void MetalBackendBase::attention(const KVLayerView& kv, const AttentionArgs& arg
   for (Dispatch& d : ds) encode(std::move(d));
   const int32_t layer = kv.layer;
   std::vector<AttnItem> items = part.items;
-  on_complete_.push_back([this, partials, status, layer, items]() {
+  on_complete_.push_back([this, partials, status, layer, items](bool completed) {
     int32_t bad_item = -1, bad_block = -1;
-    for (size_t i = 0; i < items.size() * ATTN_SIMDGROUPS && bad_item < 0; ++i)
+    for (size_t i = 0; completed && i < items.size() * ATTN_SIMDGROUPS && bad_item < 0; ++i)
       if (status[i] >= 0) {
         bad_item = (int32_t)(i / ATTN_SIMDGROUPS);
         bad_block = status[i];

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/error.h"
 #include "dispatch.h"
 
 namespace gaacrt::mtl {
@@ -80,12 +81,17 @@ class MetalBackendBase : public Backend {
   Region* find_alloc(const void* p);
   void wait_for(const void* p);
   void encode(Dispatch d);
+  // Commits and waits for everything encoded, then runs the completion checks; raises the first
+  // error (a kernel that failed, a corrupt tile), including one deferred by a flush that could not
+  // raise (inside free, which destructors call).
   void flush();
 
   std::vector<Region> allocs_;   // sorted by begin
   std::vector<Region> mapped_;
   std::deque<Dispatch> inflight_;
-  std::vector<std::function<void()>> on_complete_;
+  // Completion checks and scratch releases; called with false when the work did not complete.
+  std::vector<std::function<void(bool completed)>> on_complete_;
+  std::unique_ptr<Error> deferred_;
   uint64_t n_dispatches_ = 0, n_waits_ = 0;
 };
 

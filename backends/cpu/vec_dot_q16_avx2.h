@@ -133,81 +133,99 @@ inline const B& kblock(const uint8_t* base, size_t stride, int r, int64_t i) {
   return reinterpret_cast<const B*>(base + r * stride)[i];
 }
 
-// One super-block's weights as 8 sub-blocks × W16 with the scales multiplied in: each policy's
-// ints(b, sub) fills sub[8] and returns dmin·mn_j as 8 floats for Q4_K/Q5_K (kMin), else zeros.
+// A super-block's weights, decoded two 32-element sub-blocks at a time with their scales
+// multiplied in (so only 4 registers of weights are live while the tile's tokens pass): each
+// policy is built from a block (scales unpacked once) and gives pair(c, s0, s1) = sub-blocks 2c
+// and 2c+1; Q4_K/Q5_K (kMin) also give mins() = dmin·mn_j as 8 floats.
 template <bool kFifth, typename Block>
-inline __m256 q45k_ints(const Block& b, W16 sub[8]) {
-  const __m256i sm = q4k_scales_mins(b.scales);
-  const __m256i sc = _mm256_permute2x128_si256(sm, sm, 0x00);  // sc0..7 in both lanes
-  __m256i h0 = _mm256_setzero_si256(), h1 = _mm256_setzero_si256();
-  if constexpr (kFifth) { h0 = _mm256_cvtepu8_epi16(load128(b.qh)); h1 = _mm256_cvtepu8_epi16(load128(b.qh + 16)); }
-  const __m256i m4 = set16(0x0F), one = set16(1);
-  for (int c = 0; c < 4; ++c) {  // qs[32c..32c+31]: low nibbles = sub-block 2c, high = 2c+1 (§2.4)
+struct Q45KDecoder {
+  static constexpr bool kMin = true;
+  const Block& b;
+  __m256i sc, sm;  // sc0..7 in both lanes; sc0..7 | mn0..7
+  explicit Q45KDecoder(const Block& blk) : b(blk) {
+    sm = q4k_scales_mins(b.scales);
+    sc = _mm256_permute2x128_si256(sm, sm, 0x00);
+  }
+  // qs[32c..32c+31]: low nibbles = sub-block 2c, high = 2c+1 (§2.4); Q5_K: bit 2c of qh[l] is the
+  // fifth bit of the low value, bit 2c+1 of the high one (§2.5).
+  void pair(int c, W16& s0, W16& s1) const {
+    const __m256i m4 = set16(0x0F);
     const __m256i q0 = _mm256_cvtepu8_epi16(load128(b.qs + 32 * c)), q1 = _mm256_cvtepu8_epi16(load128(b.qs + 32 * c + 16));
     __m256i lo0 = _mm256_and_si256(q0, m4), lo1 = _mm256_and_si256(q1, m4);
     __m256i hi0 = _mm256_srli_epi16(q0, 4), hi1 = _mm256_srli_epi16(q1, 4);
-    if constexpr (kFifth) {  // bit 2c of qh[l] -> bit 4 of the low value, bit 2c+1 -> of the high
-      lo0 = _mm256_or_si256(lo0, _mm256_slli_epi16(_mm256_and_si256(h0, one), 4));
-      lo1 = _mm256_or_si256(lo1, _mm256_slli_epi16(_mm256_and_si256(h1, one), 4));
-      hi0 = _mm256_or_si256(hi0, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h0, 1), one), 4));
-      hi1 = _mm256_or_si256(hi1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h1, 1), one), 4));
-      h0 = _mm256_srli_epi16(h0, 2);
-      h1 = _mm256_srli_epi16(h1, 2);
+    if constexpr (kFifth) {
+      const __m256i h0 = _mm256_cvtepu8_epi16(load128(b.qh)), h1 = _mm256_cvtepu8_epi16(load128(b.qh + 16));
+      const __m128i lo_shift = _mm_cvtsi32_si128(2 * c), hi_shift = _mm_cvtsi32_si128(2 * c + 1);
+      const __m256i bit4 = set16(0x10);  // (h >> k) << 4 & 0x10 = bit k of h at bit 4
+      lo0 = _mm256_or_si256(lo0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h0, lo_shift), 4), bit4));
+      lo1 = _mm256_or_si256(lo1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h1, lo_shift), 4), bit4));
+      hi0 = _mm256_or_si256(hi0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h0, hi_shift), 4), bit4));
+      hi1 = _mm256_or_si256(hi1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(h1, hi_shift), 4), bit4));
     }
-    const __m256i s0 = splat16(sc, 2 * c), s1 = splat16(sc, 2 * c + 1);
-    sub[2 * c] = {_mm256_mullo_epi16(lo0, s0), _mm256_mullo_epi16(lo1, s0)};
-    sub[2 * c + 1] = {_mm256_mullo_epi16(hi0, s1), _mm256_mullo_epi16(hi1, s1)};
+    const __m256i c0 = splat16(sc, 2 * c), c1 = splat16(sc, 2 * c + 1);
+    s0 = {_mm256_mullo_epi16(lo0, c0), _mm256_mullo_epi16(lo1, c0)};
+    s1 = {_mm256_mullo_epi16(hi0, c1), _mm256_mullo_epi16(hi1, c1)};
   }
-  // mn0..7 (high lane) as floats times dmin
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1))),
-                       _mm256_set1_ps(fp16(b.dmin)));
-}
+  __m256 mins() const {  // mn0..7 (high lane) as floats times dmin
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1))),
+                         _mm256_set1_ps(fp16(b.dmin)));
+  }
+};
+struct Q4K : Q45KDecoder<false, block_q4_k> { using WB = block_q4_k; using Q45KDecoder::Q45KDecoder; };
+struct Q5K : Q45KDecoder<true, block_q5_k> { using WB = block_q5_k; using Q45KDecoder::Q45KDecoder; };
 
-struct Q4K { using WB = block_q4_k; static constexpr bool kMin = true;
-  static __m256 ints(const WB& b, W16 sub[8]) { return q45k_ints<false>(b, sub); } };
-struct Q5K { using WB = block_q5_k; static constexpr bool kMin = true;
-  static __m256 ints(const WB& b, W16 sub[8]) { return q45k_ints<true>(b, sub); } };
-
-inline __m256 q6k_ints(const block_q6_k& b, W16 sub[8]) {
-  const __m256i m4 = set16(0x0F), m3 = set16(0x03), k32 = set16(32);
-  for (int h = 0; h < 2; ++h) {  // 128 elements: ql[64h..], qh[32h..], scales[8h..] (§2.6)
-    const uint8_t* L = b.ql + 64 * h;
-    const uint8_t* H = b.qh + 32 * h;
-    for (int part = 0; part < 2; ++part) {  // elements l = 16*part .. 16*part+15 of each group
-      const __m256i l0 = _mm256_cvtepu8_epi16(load128(L + 16 * part)), l1 = _mm256_cvtepu8_epi16(load128(L + 32 + 16 * part));
-      const __m256i hh = _mm256_cvtepu8_epi16(load128(H + 16 * part));
-      const __m256i g[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hh, m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 2), m3), 4)),
-          _mm256_or_si256(_mm256_srli_epi16(l0, 4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 4), m3), 4)),
-          _mm256_or_si256(_mm256_srli_epi16(l1, 4), _mm256_slli_epi16(_mm256_srli_epi16(hh, 6), 4)),
-      };
-      for (int k = 0; k < 4; ++k) {  // group k = 32-element block 4h+k; this half is scale 8h+2k+part
-        const __m256i v = _mm256_mullo_epi16(_mm256_sub_epi16(g[k], k32), set16(b.scales[8 * h + 2 * k + part]));
-        (part == 0 ? sub[4 * h + k].lo : sub[4 * h + k].hi) = v;
-      }
+// Q6_K: the 6-bit values are assembled 32 at a time in bytes (the 8-bit kernel's bit work, half
+// the instructions of doing it in int16), minus 32 as signed bytes, then widened; each 16-element
+// half of a 32-element block is one sub-block, its int8 scale splatted from the 16 loaded once.
+struct Q6K {
+  using WB = block_q6_k;
+  static constexpr bool kMin = false;
+  const WB& b;
+  __m256i sc16;  // scales 0..7 | 8..15 as int16
+  explicit Q6K(const WB& blk) : b(blk), sc16(_mm256_cvtepi8_epi16(load128(blk.scales))) {}
+  // Sub-blocks 2c, 2c+1 = groups k = 2(c%2), 2(c%2)+1 of half h = c/2 (§2.6).
+  void pair(int c, W16& s0, W16& s1) const {
+    const int h = c / 2, k = 2 * (c % 2);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = load256(b.ql + 64 * h), l1 = load256(b.ql + 64 * h + 32), hh = load256(b.qh + 32 * h);
+    __m256i g0, g1;  // groups k and k+1: elements 32k.., 32(k+1).. of this half (byte l = element l)
+    if (k == 0) {
+      g0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hh, m3), 4));
+      g1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 2), m3), 4));
+    } else {
+      g0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hh, m30));
+      g1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hh, 2), m30));
     }
+    const __m256i sh = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    s0 = widen_scaled(_mm256_sub_epi8(g0, _mm256_set1_epi8(32)), sh, k);
+    s1 = widen_scaled(_mm256_sub_epi8(g1, _mm256_set1_epi8(32)), sh, k + 1);
   }
-  return _mm256_setzero_ps();
-}
-struct Q6K { using WB = block_q6_k; static constexpr bool kMin = false;
-  static __m256 ints(const WB& b, W16 sub[8]) { return q6k_ints(b, sub); } };
+  // 32 signed bytes of group k -> int16 times scales 2k (first 16) and 2k+1 (last 16) of sh
+  static W16 widen_scaled(__m256i q, __m256i sh, int k) {
+    return {_mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), splat16(sh, 2 * k)),
+            _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), splat16(sh, 2 * k + 1))};
+  }
+  __m256 mins() const { return _mm256_setzero_ps(); }
+};
 
-inline __m256 iq4xs_ints(const block_iq4_xs& b, W16 sub[8]) {
+struct IQ4XS {
+  using WB = block_iq4_xs;
+  static constexpr bool kMin = false;
+  const WB& b;
   int ls[8];
-  unpack_iq4xs_scales(b, ls);
-  for (int ib = 0; ib < 8; ++ib) {
-    const W16 v = iq4_ints(b.qs + 16 * ib);
-    sub[ib] = {_mm256_mullo_epi16(v.lo, set16(ls[ib])), _mm256_mullo_epi16(v.hi, set16(ls[ib]))};
+  explicit IQ4XS(const WB& blk) : b(blk) { unpack_iq4xs_scales(blk, ls); }
+  void pair(int c, W16& s0, W16& s1) const {
+    for (int k = 0; k < 2; ++k) {
+      const int ib = 2 * c + k;
+      const W16 v = iq4_ints(b.qs + 16 * ib);
+      (k == 0 ? s0 : s1) = {_mm256_mullo_epi16(v.lo, set16(ls[ib])), _mm256_mullo_epi16(v.hi, set16(ls[ib]))};
+    }
   }
-  return _mm256_setzero_ps();
-}
-struct IQ4XS { using WB = block_iq4_xs; static constexpr bool kMin = false;
-  static __m256 ints(const WB& b, W16 sub[8]) { return iq4xs_ints(b, sub); } };
+  __m256 mins() const { return _mm256_setzero_ps(); }
+};
 
-
-// RM rows × RN tokens. For each super-block and pair: fsb = Σj cvt(lanes_j)·d_a_j (8 float lanes),
-// then acc += d_w·fsb; the Q4_K/Q5_K min term Σj (dmin·mn_j)·s_a_j accumulates in macc.
+// RM rows × RN tokens. For each super-block and pair: fsb = Σj cvt(lanes_j)·d_a_j (8 float lanes,
+// j in order), then acc += d_w·fsb; the Q4_K/Q5_K min term Σj (dmin·mn_j)·s_a_j goes to macc.
 template <class Dot, class P, int RM, int RN>
 void tile_k_q16(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride, float* out,
                 int64_t out_stride) {
@@ -220,17 +238,24 @@ void tile_k_q16(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, 
   for (int64_t i = 0; i < n / QK_K; ++i) {
     for (int r = 0; r < RM; ++r) {
       const WB& b = kblock<WB>(w, w_stride, r, i);
-      W16 sub[8];
-      const __m256 mins = P::ints(b, sub);
+      const P dec(b);
+      __m256 fsb[RN];
+      for (int t = 0; t < RN; ++t) fsb[t] = _mm256_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        W16 s0, s1;
+        dec.pair(c, s0, s1);
+        for (int t = 0; t < RN; ++t) {
+          const int16_t* qa = act[t].q + QK_K * i + 64 * c;
+          const float* da = act[t].d + 8 * i + 2 * c;
+          fsb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes32<Dot>(s0, qa)), _mm256_broadcast_ss(da), fsb[t]);
+          fsb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes32<Dot>(s1, qa + 32)), _mm256_broadcast_ss(da + 1), fsb[t]);
+        }
+      }
       const __m256 dw = _mm256_set1_ps(fp16(b.d));
-      for (int t = 0; t < RN; ++t) {
-        const int16_t* qa = act[t].q + QK_K * i;
-        const float* da = act[t].d + 8 * i;
-        __m256 fsb = _mm256_setzero_ps();
-        for (int j = 0; j < 8; ++j)
-          fsb = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes32<Dot>(sub[j], qa + 32 * j)), _mm256_broadcast_ss(da + j), fsb);
-        acc[r][t] = _mm256_fmadd_ps(dw, fsb, acc[r][t]);
-        if constexpr (P::kMin) macc[r][t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(act[t].s + 8 * i), macc[r][t]);
+      for (int t = 0; t < RN; ++t) acc[r][t] = _mm256_fmadd_ps(dw, fsb[t], acc[r][t]);
+      if constexpr (P::kMin) {
+        const __m256 mins = dec.mins();
+        for (int t = 0; t < RN; ++t) macc[r][t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(act[t].s + 8 * i), macc[r][t]);
       }
     }
   }
@@ -240,32 +265,37 @@ void tile_k_q16(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* a, 
 }
 
 // The prefill tile shapes: 2 rows × 4 tokens for the 32-element types (as the 8-bit kernels), and
-// 1 × 4 for the super-block types, whose 8 widened sub-blocks already fill 16 registers per row.
+// 1 × 4 for the super-block types (per row: 4 float sums per token, the min term, the weights).
 constexpr int kQ16TileRows = 2, kQ16TileTokens = 4, kQ16TileRowsK = 1;
+
+template <class P>
+struct Tag {  // names a policy type without making one
+  using type = P;
+};
 
 template <class Dot>
 Kernels q16_kernel_table(GGMLType type) {
-  auto k32 = [](auto p) {
-    using P = decltype(p);
+  auto k32 = [](auto tag) {
+    using P = typename decltype(tag)::type;
     return Kernels{&dot_1x1<&tile32_q16<Dot, P, 1, 1>>, &tile32_q16<Dot, P, kQ16TileRows, kQ16TileTokens>,
                    kQ16TileRows, kQ16TileTokens};
   };
-  auto kk = [](auto p) {
-    using P = decltype(p);
+  auto kk = [](auto tag) {
+    using P = typename decltype(tag)::type;
     return Kernels{&dot_1x1<&tile_k_q16<Dot, P, 1, 1>>, &tile_k_q16<Dot, P, kQ16TileRowsK, kQ16TileTokens>,
                    kQ16TileRowsK, kQ16TileTokens};
   };
   switch (type) {
-    case GGMLType::Q4_0: return k32(Q4_0{});
-    case GGMLType::Q4_1: return k32(Q4_1{});
-    case GGMLType::Q5_0: return k32(Q5_0{});
-    case GGMLType::Q5_1: return k32(Q5_1{});
-    case GGMLType::Q8_0: return k32(Q8_0{});
-    case GGMLType::IQ4_NL: return k32(IQ4_NL{});
-    case GGMLType::Q4_K: return kk(Q4K{});
-    case GGMLType::Q5_K: return kk(Q5K{});
-    case GGMLType::Q6_K: return kk(Q6K{});
-    case GGMLType::IQ4_XS: return kk(IQ4XS{});
+    case GGMLType::Q4_0: return k32(Tag<Q4_0>{});
+    case GGMLType::Q4_1: return k32(Tag<Q4_1>{});
+    case GGMLType::Q5_0: return k32(Tag<Q5_0>{});
+    case GGMLType::Q5_1: return k32(Tag<Q5_1>{});
+    case GGMLType::Q8_0: return k32(Tag<Q8_0>{});
+    case GGMLType::IQ4_NL: return k32(Tag<IQ4_NL>{});
+    case GGMLType::Q4_K: return kk(Tag<Q4K>{});
+    case GGMLType::Q5_K: return kk(Tag<Q5K>{});
+    case GGMLType::Q6_K: return kk(Tag<Q6K>{});
+    case GGMLType::IQ4_XS: return kk(Tag<IQ4XS>{});
     default: return {};
   }
 }

@@ -85,3 +85,23 @@ def test_kernel_sources_have_no_unsuffixed_float_literals():
             code = re.sub(r'"[^"]*"', "", code)
             found += [f"{p.name}:{i}: {m.group(0)}" for m in lit.finditer(code)]
     assert not found, found
+
+
+def test_amalgamated_source_for_runtime_compilation_is_self_contained(index, tmp_path):
+    # backends/metal/amalgamate.cmake makes the run-time compilation fallback's single source (a Mac
+    # without the .metallib): it must compile with no include path but the MSL standard library.
+    import shutil
+    import subprocess
+    cmake = shutil.which("cmake")
+    if not cmake:
+        pytest.skip("cmake not found")
+    out = tmp_path / "gaacrt_kernels.metal"
+    r = subprocess.run([cmake, f"-DOUT={out}", f"-DINCLUDE_DIRS={ROOT / 'src'};{ROOT / 'backends'}",
+                        "-DSOURCES=" + ";".join(str(p) for p in KERNELS), "-P", str(ROOT / "backends/metal/amalgamate.cmake")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert '#include "' not in text and text.count("GAACRT_KERNEL(") >= 60
+    tu = index.parse(str(out), args=[a for a in ARGS if not a.startswith("-I") or "emulation" in a])
+    bad = [str(d) for d in tu.diagnostics if d.severity >= 2]
+    assert not bad, "\n".join(bad[:20])

@@ -76,7 +76,7 @@ def test_e8_costs_less_perplexity_than_kivi2(smollm):
 
 
 def test_truncate_inside_the_raw_window_is_exact_and_into_compressed_history_recomputes(smollm):
-    toks = text(smollm, 400)
+    toks = text(smollm, 420)
 
     def run(upto):
         f = smollm.session(n_ctx=512, cache="e8", n_ubatch=16)
@@ -84,12 +84,13 @@ def test_truncate_inside_the_raw_window_is_exact_and_into_compressed_history_rec
             f.eval(toks[c:min(c + 16, upto)])
         return f
 
-    # Back to 390: only raw (window) blocks are dropped: the state is exactly a fresh run's.
-    s = run(400)
-    s.truncate(390)
-    s.eval(toks[390:391])
-    f = run(390)
-    f.eval(toks[390:391])
+    # 410 -> 405: no block was compressed in between (block 16 went at 400, block 17 goes at 416),
+    # so only raw tokens are dropped and the state is exactly a fresh run's.
+    s = run(410)
+    s.truncate(405)
+    s.eval(toks[405:406])
+    f = run(405)
+    f.eval(toks[405:406])
     assert np.array_equal(s.logits(), f.logits())
     # Back to 250: blocks compressed since would be raw again at 250; the cache drops them and the
     # session recomputes them from its history. (Bit-exact reproduction of a fresh lossy run is

@@ -7,10 +7,11 @@
 # is a separate clang syntax check run by tests/test_metal_strict.py.
 set(_metal_dir ${CMAKE_CURRENT_LIST_DIR})
 file(GLOB _metal_kernels CONFIGURE_DEPENDS ${_metal_dir}/kernels/*.metal)
-file(GLOB _metal_host CONFIGURE_DEPENDS ${_metal_dir}/host/*.cpp ${_metal_dir}/emulation/*.cpp)
+file(GLOB _metal_emulation CONFIGURE_DEPENDS ${_metal_dir}/emulation/*.cpp)
 set_source_files_properties(${_metal_kernels} PROPERTIES
   LANGUAGE CXX
   COMPILE_OPTIONS "-xc++;-Wno-attributes"
   COMPILE_DEFINITIONS "__METAL_VERSION__=300;GAACRT_MSL_EMULATION"
   INCLUDE_DIRECTORIES "${_metal_dir}/emulation")
-target_sources(gaacrt PRIVATE ${_metal_kernels} ${_metal_host})
+target_sources(gaacrt PRIVATE ${_metal_kernels} ${_metal_emulation})
+include(${_metal_dir}/metal_host.cmake)

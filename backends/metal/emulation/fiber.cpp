@@ -6,6 +6,9 @@
 // load the other fiber's stack pointer, pop its registers, return into it. A new fiber's stack is
 // laid out as if it had been switched away from just before a trampoline that calls entry(arg):
 // entry and arg ride in callee-saved registers the trampoline moves into place.
+#if defined(__APPLE__) && !defined(__aarch64__) && !defined(_XOPEN_SOURCE)
+  #define _XOPEN_SOURCE 600  // macOS exposes the ucontext functions only with it
+#endif
 #include "fiber.h"
 
 #include <sys/mman.h>

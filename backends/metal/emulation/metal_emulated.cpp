@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "metal/emulation/fiber.h"
 #include "metal/emulation/runtime.h"
-#include "metal_backend.h"
+#include "metal/host/metal_backend.h"
 
 namespace gaacrt::mtl {
 namespace {

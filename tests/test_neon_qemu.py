@@ -3,7 +3,7 @@
 Two builds of the C++ kernel tests (tests/cpp/test_main.cpp + test_vec_dot.cpp + test_vec_dot_q16.cpp):
 one for armv8.2-a+dotprod (vdotq_s32) and one for plain armv8-a (vmull/vpadal), each checking NEON
 vec_dot against the scalar reference for every weight type, with 8-bit and with Q16 (int16,
-vmlal_s16) activations; and tests/cpp/tools/dequant_dump.cpp
+vmlal_s16) activations, and the NEON attention inner loops against the plain ones; and tests/cpp/tools/dequant_dump.cpp
 built for aarch64, whose dequantization of random blocks must match gguf.quants.dequantize bit
 for bit. Without the cross tools the tests skip, unless GAACRT_REQUIRE_NEON=1 (CI) makes that a
 failure. Sources are compiled directly (no CMake) into a temporary directory.
@@ -28,8 +28,10 @@ CORE_SOURCES = [
     "backends/cpu/quantize_act.cpp", "backends/cpu/quantize_act_neon.cpp",
     "backends/cpu/vec_dot.cpp", "backends/cpu/vec_dot_scalar.cpp", "backends/cpu/vec_dot_neon.cpp",
     "backends/cpu/vec_dot_q16_scalar.cpp", "backends/cpu/vec_dot_q16_neon.cpp",
+    "backends/cpu/attention_math.cpp", "backends/cpu/attention_math_neon.cpp",
 ]
-TEST_SOURCES = ["tests/cpp/test_main.cpp", "tests/cpp/test_vec_dot.cpp", "tests/cpp/test_vec_dot_q16.cpp"]
+TEST_SOURCES = ["tests/cpp/test_main.cpp", "tests/cpp/test_vec_dot.cpp", "tests/cpp/test_vec_dot_q16.cpp",
+                "tests/cpp/test_attention_math.cpp"]
 FLAGS = ["-O2", "-std=c++17", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
          f"-I{ROOT / 'src'}", f"-I{ROOT / 'backends'}"]
 
@@ -83,6 +85,12 @@ def test_neon_vec_dot_matches_scalar_under_qemu(arm_programs, build, isa_line):
     assert "[ ok ] simd_q16_vec_dot_matches_scalar_for_every_type" in r.stdout
     assert "[ ok ] q16_kernels_stay_exact_at_every_formats_extreme_values" in r.stdout
     assert "[ ok ] simd_q16_quantizer_is_bit_identical_to_scalar" in r.stdout
+    assert "attention math: neon" in r.stdout
+    for case in ("attention_math_uses_the_simd_set_where_the_cpu_has_one", "attention_dots_match_the_plain_dot_products",
+                 "attention_exp_is_within_3e_7_of_std_exp_on_the_softmax_range",
+                 "attention_acc_rows_of_a_block_equals_its_rows_one_at_a_time",
+                 "attention_scale_and_bf16_conversion_are_exact"):
+        assert f"[ ok ] {case}" in r.stdout, r.stdout
     assert " 0 failed" in r.stdout
 
 

@@ -41,11 +41,14 @@ const AttentionMath& attention_math_scalar() {
 #if !(defined(__x86_64__) || defined(_M_X64) || defined(__i386__))
 const AttentionMath* attention_math_avx2() { return nullptr; }  // attention_math_avx2.cpp: x86 only
 #endif
+#if !defined(__aarch64__)
+const AttentionMath* attention_math_neon() { return nullptr; }  // attention_math_neon.cpp: aarch64 only
+#endif
 
 const AttentionMath& attention_math() {
   static const AttentionMath* m = [] {
-    const AttentionMath* avx2 = cpu_has_avx2() ? attention_math_avx2() : nullptr;
-    return avx2 ? avx2 : &attention_math_scalar();
+    const AttentionMath* simd = cpu_has_avx2() ? attention_math_avx2() : attention_math_neon();
+    return simd ? simd : &attention_math_scalar();
   }();
   return *m;
 }

@@ -5,9 +5,10 @@
 // bit-identical between batch compositions and between cache formats that decode to the same
 // values (DESIGN.md "What must stay true").
 //
-// The AVX2 set (attention_math_avx2.cpp) sums each dot product in 4×8 lanes, accumulates V rows
-// with FMA and uses a polynomial exp (relative error ~1e-7 on the softmax's range x <= 0), so it
-// differs from the plain set (serial sums, std::exp) at float-rounding level only.
+// The AVX2 and NEON sets (attention_math_{avx2,neon}.cpp) sum each dot product in 4 vector lanes
+// of accumulators, accumulate V rows with FMA and use a polynomial exp (relative error ~1e-7 on
+// the softmax's range x <= 0), so they differ from the plain set (serial sums, std::exp) at
+// float-rounding level only.
 #pragma once
 #include <cstdint>
 
@@ -29,5 +30,6 @@ struct AttentionMath {
 const AttentionMath& attention_math();         // the fastest set this CPU runs
 const AttentionMath& attention_math_scalar();  // the plain C++ set the others are tested against
 const AttentionMath* attention_math_avx2();    // nullptr where not compiled in; needs cpu_has_avx2()
+const AttentionMath* attention_math_neon();    // nullptr where not compiled in (aarch64 only)
 
 }  // namespace gaacrt::cpu

@@ -30,9 +30,10 @@ const cpu::AttentionMath& plain() { return cpu::attention_math_scalar(); }
 }  // namespace
 
 TEST_CASE(attention_math_uses_the_simd_set_where_the_cpu_has_one) {
-  const bool simd = &fast() != &plain();
-  std::printf("       attention math: %s\n", simd ? "avx2" : "plain C++");
-  CHECK(simd == cpu::cpu_has_avx2(), "the AVX2 set is chosen exactly when the CPU has AVX2");
+  const bool avx2 = cpu::cpu_has_avx2(), neon = cpu::isa_available(cpu::Isa::NEON);
+  std::printf("       attention math: %s\n", &fast() == &plain() ? "plain C++" : avx2 ? "avx2" : "neon");
+  CHECK(&fast() == (avx2 ? cpu::attention_math_avx2() : neon ? cpu::attention_math_neon() : &plain()),
+        "the AVX2 set is chosen on AVX2 CPUs, NEON on aarch64, the plain set elsewhere");
 }
 
 TEST_CASE(attention_dots_match_the_plain_dot_products) {

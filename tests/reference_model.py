@@ -99,7 +99,9 @@ class ReferenceModel:
             y[..., 0:self.n_rot:2], y[..., 1:self.n_rot:2] = a * c - b * s, a * s + b * c
         return y
 
-    def forward(self, tokens, kv: str = "exact") -> np.ndarray:
+    def forward(self, tokens, kv: str = "exact", record: dict | None = None) -> np.ndarray:
+        """Logits (T, n_vocab). `record`, when given, receives per layer il the post-RoPE
+        record[il] = (q (T, n_head, dk), k (T, n_head_kv, dk), v (T, n_head_kv, dv))."""
         tokens = np.asarray(tokens)
         T = len(tokens)
         pos = np.arange(T, dtype=np.float64)
@@ -128,6 +130,8 @@ class ReferenceModel:
             q, k = self.rope(q, pos, base, fs), self.rope(k, pos, base, fs)
             if kv == "bf16":
                 k, v = bf16_round(k), bf16_round(v)
+            if record is not None:
+                record[il] = (q, k, v)
             mask = causal.copy()
             if swa:
                 mask &= (pos[:, None] - pos[None, :]) < self.swa

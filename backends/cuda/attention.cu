@@ -11,10 +11,13 @@
 //
 // Work split. Thread block (split, kv-head, sequence), 4 warps. A block of 16 keys and values
 // of one kv-head is loaded once and used by every query row (query token, head of the GQA group)
-// of the pass: rows are dealt 4 per warp, 16 per pass, each with an online softmax (max m, sum
-// l, weighted sum acc, one lane holding every 32nd channel).
-//   * decode-sized sequences (at most 16 rows): the visible blocks are cut into chunks of 32
-//     blocks aligned to absolute block indices (as on the CPU), and the chunks into n_split
+// of the pass: rows are dealt round-robin to the warps (a GQA group of 4 = one row per warp), up
+// to 16 per pass, each with an online softmax (max m, sum l, weighted sum acc, one lane holding
+// every 32nd channel). Per row and block the 16 partial q·k sums of a lane are reduced across
+// the warp by a transposing butterfly (16 shuffles for all 16 keys, leaving key lane/2 on each
+// lane), so the softmax of a block is one exp per lane, not a serial chain per key.
+//   * decode-sized sequences (at most 16 rows): the visible blocks are cut into chunks of 4
+//     blocks aligned to absolute block indices (as the CPU's chunks are), and the chunks into n_split
 //     contiguous ranges, one per thread block; a merge kernel combines the ranges in order.
 //     n_split depends only on the batch's number of sequences and the GPU, never on the
 //     format or on positions, so the partition is the same for BF16 and GAAC and the grid
@@ -36,10 +39,10 @@ namespace {
 
 constexpr int kWarps = 4, kThreads = kWarps * kWarpSize;
 constexpr int kRowsPerWarp = 4, kRowsPerPass = kWarps * kRowsPerWarp;  // 16
-constexpr int kChunkBlocks = 32;                                        // 512 tokens, as the CPU
+constexpr int kChunkBlocks = 4;                                         // 64 tokens
 constexpr int kMaxDim = 2 * KV_TILE_MAX_DIM;                            // 256
 constexpr int kPerLane = kMaxDim / kWarpSize;                           // channels per lane
-constexpr int kMaxSplit = 64;
+constexpr int kMaxSplit = 256;
 
 __device__ __forceinline__ float bf16f(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
 
@@ -136,8 +139,8 @@ attention_kernel(KVLayerView kv, AttentionArgs a, const AttnSeq* __restrict__ se
     int32_t pos[kRowsPerWarp], lo[kRowsPerWarp];
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
-      const int32_t r = r0 + warp * kRowsPerWarp + k;
-      const bool valid = r < n_rows && r < r0 + kRowsPerPass;
+      const int32_t r = r0 + k * kWarps + warp;
+      const bool valid = r < n_rows;
       const int32_t i = valid ? r / G : 0, g = valid ? r % G : 0;
       pos[k] = valid ? s.pos0 + i : -1;  // -1: no key is visible
       lo[k] = a.sliding_window > 0 ? max(0, pos[k] - a.sliding_window + 1) : 0;
@@ -183,40 +186,53 @@ attention_kernel(KVLayerView kv, AttentionArgs a, const AttnSeq* __restrict__ se
       for (int k = 0; k < kRowsPerWarp; ++k) {
         const int32_t j0 = max(b * KV_BLOCK_TOKENS, lo[k]), j1 = min(b * KV_BLOCK_TOKENS + KV_BLOCK_TOKENS, pos[k] + 1);
         if (j0 >= j1) continue;  // warp-uniform
-        float sc[KV_BLOCK_TOKENS];
-        float mx = m[k];
+        // Partial q·k of this lane's channels for all 16 keys (rows past the newest token of a
+        // raw page may hold NaN patterns: their scores are replaced below, their values skipped).
+        float pd[KV_BLOCK_TOKENS];
 #pragma unroll
         for (int j = 0; j < KV_BLOCK_TOKENS; ++j) {
-          // Keys outside [j0, j1) are never touched: rows past the newest token of a raw page
-          // hold whatever the page held before (possibly NaN bit patterns).
-          const int32_t key = b * KV_BLOCK_TOKENS + j;
-          sc[j] = -INFINITY;
-          if (key < j0 || key >= j1) continue;  // warp-uniform
           float dot = 0.f;
 #pragma unroll
           for (int c = 0; c < kPerLane; ++c) {
             const int ch = lane + c * kWarpSize;
             if (ch < dk) dot += qr[k][c] * bf16f(kt[j * dk + ch]);
           }
-          dot = warp_sum_f32(dot) * a.scale;
-          if (a.softcap > 0.f) dot = a.softcap * tanhf(dot / a.softcap);
-          sc[j] = dot;
-          mx = fmaxf(mx, dot);
+          pd[j] = dot;
         }
-        const float corr = expf(m[k] - mx);  // 0 on the first visible block (m = -inf)
-        l[k] *= corr;
+        // Transposing butterfly: after offsets 16, 8, 4, 2 lane holds key (lane >> 1) summed over
+        // 16 lanes; offset 1 completes the sum over the warp.
+#pragma unroll
+        for (int o = 16, n = KV_BLOCK_TOKENS / 2; o >= 2; o >>= 1, n >>= 1) {
+          const bool upper = lane & o;
+#pragma unroll
+          for (int i = 0; i < n; ++i) {
+            const float send = upper ? pd[i] : pd[i + n], keep = upper ? pd[i + n] : pd[i];
+            pd[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+          }
+        }
+        const int32_t jj = lane >> 1, key = b * KV_BLOCK_TOKENS + jj;
+        float sc = (pd[0] + __shfl_xor_sync(0xffffffffu, pd[0], 1)) * a.scale;
+        if (a.softcap > 0.f) sc = a.softcap * tanhf(sc / a.softcap);
+        if (key < j0 || key >= j1) sc = -INFINITY;
+        float bm = sc;
+        for (int o = 16; o > 0; o >>= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
+        const float mx = fmaxf(m[k], bm);      // finite: the block has a visible key
+        const float corr = expf(m[k] - mx);     // 0 on the first visible block (m = -inf)
+        const float w = expf(sc - mx);          // 0 for invisible keys
+        float ws = w;                           // sum over the 16 keys (each sits on two lanes)
+        for (int o = 16; o > 1; o >>= 1) ws += __shfl_xor_sync(0xffffffffu, ws, o);
+        l[k] = l[k] * corr + ws;
 #pragma unroll
         for (int c = 0; c < kPerLane; ++c) acc[k][c] *= corr;
 #pragma unroll
         for (int j = 0; j < KV_BLOCK_TOKENS; ++j) {
-          const int32_t key = b * KV_BLOCK_TOKENS + j;
-          if (key < j0 || key >= j1) continue;
-          const float w = expf(sc[j] - mx);
-          l[k] += w;
+          const int32_t kj = b * KV_BLOCK_TOKENS + j;
+          if (kj < j0 || kj >= j1) continue;  // warp-uniform
+          const float wj = __shfl_sync(0xffffffffu, w, 2 * j);
 #pragma unroll
           for (int c = 0; c < kPerLane; ++c) {
             const int ch = lane + c * kWarpSize;
-            if (ch < dv) acc[k][c] += w * bf16f(vt[j * dv + ch]);
+            if (ch < dv) acc[k][c] += wj * bf16f(vt[j * dv + ch]);
           }
         }
         m[k] = mx;
@@ -226,8 +242,8 @@ attention_kernel(KVLayerView kv, AttentionArgs a, const AttnSeq* __restrict__ se
     // ---- results: final rows, or this split's partial state for the merge kernel ----
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
-      const int32_t r = r0 + warp * kRowsPerWarp + k;
-      if (r >= n_rows || r >= r0 + kRowsPerPass) continue;
+      const int32_t r = r0 + k * kWarps + warp;
+      if (r >= n_rows) continue;
       if (split_mode && n_split > 1) {
         float* p = part + ((((int64_t)blockIdx.z * kv.n_head_kv + kvh) * n_split + split) * kRowsPerPass + r) * (dv + 2);
         if (lane == 0) {
@@ -298,10 +314,10 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: head dims %d/%d (tile %d x %d) unsupported (at most %d, whole tiles)",
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, kv.tile_dim, kMaxDim));
   if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
-  // Enough thread blocks to cover the GPU about twice for a decode step; a function of the batch
-  // shape only.
+  // About 8 thread blocks per multiprocessor for a decode step (several in flight per SM hide the
+  // tile loads' latency); a function of the batch shape only.
   const int32_t units = n_seqs * kv.n_head_kv;
-  const int32_t n_split = std::max(1, std::min(kMaxSplit, (2 * info_.multiprocessors + units - 1) / units));
+  const int32_t n_split = std::max(1, std::min(kMaxSplit, (8 * info_.multiprocessors + units - 1) / units));
   float* part = nullptr;
   if (n_split > 1)
     part = static_cast<float*>(scratch((size_t)units * n_split * kRowsPerPass * (kv.head_dim_v + 2) * sizeof(float)));

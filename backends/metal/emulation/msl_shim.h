@@ -104,6 +104,7 @@ inline uint min(uint a, uint b) { return a < b ? a : b; }
 inline float clamp(float x, float lo, float hi) { return min(max(x, lo), hi); }
 inline bool isinf(float x) { return __builtin_isinf(x); }
 inline bool isnan(float x) { return __builtin_isnan(x); }
+inline bool isfinite(float x) { return __builtin_isfinite(x); }
 namespace precise {
 inline float exp(float x) { return metal::exp(x); }
 inline float log(float x) { return metal::log(x); }

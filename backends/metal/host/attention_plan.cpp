@@ -11,6 +11,7 @@
 #include "codec/gaac/gaac_format.h"
 #include "common/error.h"
 #include "kv/gaac_codec.h"
+#include "kv/lossy_codecs.h"
 #include "metal_plan.h"
 
 namespace gaacrt::mtl {
@@ -74,21 +75,49 @@ AttentionPlan partition_attention(const KVLayerView& kv, const gaacrt::Attention
   return p;
 }
 
+namespace {
+
+int64_t query_rows(const AttnSeq* seqs, int32_t n_seqs) {
+  int64_t n_tok = 0;
+  for (int32_t si = 0; si < n_seqs; ++si) n_tok = std::max<int64_t>(n_tok, seqs[si].q_begin + seqs[si].n_q);
+  return n_tok;
+}
+
+}  // namespace
+
+size_t attention_rotation_bytes(const KVLayerView& kv, const gaacrt::AttentionArgs& a, const AttnSeq* seqs,
+                                int32_t n_seqs) {
+  if (kv.format != KVFormat::E8) return 0;
+  return (size_t)query_rows(seqs, n_seqs) * a.n_head * kv.head_dim_k * sizeof(float);
+}
+
 std::vector<Dispatch> plan_attention(const KVLayerView& kv, const gaacrt::AttentionArgs& a, const AttnSeq* seqs,
                                      int32_t n_seqs, const float* q, float* out, const AttentionPlan& part,
-                                     float* partials, int32_t* status) {
+                                     float* partials, int32_t* status, float* q_rot) {
+  // The format picks the tile loader (and the tile element: BF16 bits, or fp32 for the lossy ones).
   const char* kernel = nullptr;
+  uint32_t elem = 2;
   AttnArgs x{};
-  if (kv.format == KVFormat::BF16) {
-    kernel = "attention_bf16";
-  } else if (kv.format == KVFormat::GAAC) {
-    kernel = "attention_gaac";
-    const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
-    x.gaac_capacity[0] = st.capacity[0];
-    x.gaac_capacity[1] = st.capacity[1];
-  } else {
-    throw Error("kv", "unsupported_format", strfmt("metal attention: cache format %d has no Metal tile loader yet",
-                                                   (int)kv.format));
+  switch (kv.format) {
+    case KVFormat::BF16: kernel = "attention_bf16"; break;
+    case KVFormat::GAAC: {
+      kernel = "attention_gaac";
+      const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
+      x.gaac_capacity[0] = st.capacity[0];
+      x.gaac_capacity[1] = st.capacity[1];
+      break;
+    }
+    case KVFormat::Q8: kernel = "attention_q8"; elem = 4; break;
+    case KVFormat::KIVI2: kernel = "attention_kivi2"; elem = 4; break;
+    case KVFormat::E8:
+      kernel = "attention_e8";
+      elem = 4;
+      x.e8_alpha = static_cast<const E8KVLayer*>(kv.codec)->alpha;
+      if (!q_rot) throw Error("backend", "invalid_argument", "metal attention: the E8 cache needs rotated-query scratch");
+      break;
+    default:
+      throw Error("kv", "unsupported_format", strfmt("metal attention: cache format %d has no Metal tile loader yet",
+                                                     (int)kv.format));
   }
   x.n_items = (uint32_t)part.items.size();
   x.n_head = (uint32_t)a.n_head;
@@ -111,11 +140,10 @@ std::vector<Dispatch> plan_attention(const KVLayerView& kv, const gaacrt::Attent
   const int64_t per_table = (int64_t)kv.n_head_kv * 2 * kv.n_half * kv.max_blocks;
   StagedTables tables;
   std::vector<AttnSeqRef> refs((size_t)n_seqs);
-  int64_t n_tok = 0;
-  for (int32_t si = 0; si < n_seqs; ++si) {
+  for (int32_t si = 0; si < n_seqs; ++si)
     refs[si] = {tables.add(seqs[si].table, per_table), seqs[si].q_begin, seqs[si].n_q, seqs[si].pos0};
-    n_tok = std::max<int64_t>(n_tok, seqs[si].q_begin + seqs[si].n_q);
-  }
+  const int64_t n_tok = query_rows(seqs, n_seqs);
+  const size_t q_bytes = (size_t)n_tok * a.n_head * kv.head_dim_k * 4;
   // Bases of the GAAC layer, or any bound buffer for a format that reads none.
   const void* bases[4] = {kv.arena, kv.arena, kv.arena, kv.arena};
   size_t base_bytes[4] = {0, 0, 0, 0};
@@ -129,17 +157,28 @@ std::vector<Dispatch> plan_attention(const KVLayerView& kv, const gaacrt::Attent
   }
   std::vector<Dispatch> out_d;
   if (part.items.empty()) return out_d;
+  if (kv.format == KVFormat::E8) {  // every query row into the keys' rotated basis, once per step
+    const RotateArgs r{checked_u32("attention", "rows", n_tok * a.n_head), (uint32_t)kv.head_dim_k};
+    Dispatch rd;
+    rd.kernel = "rotate_rows";
+    rd.grid[0] = div_up((int64_t)r.n_rows * r.d, ROTATE_THREADS);
+    rd.threads = ROTATE_THREADS;
+    rd.buffers = {BufferArg::stage_one(r), BufferArg::device(q, q_bytes),
+                  BufferArg::device(static_cast<const E8KVLayer*>(kv.codec)->rot, (size_t)r.d * r.d * 4),
+                  BufferArg::device(q_rot, q_bytes)};
+    out_d.push_back(std::move(rd));
+  }
   Dispatch d;
   d.kernel = kernel;
   d.grid[0] = x.n_items;
   d.threads = ATTN_THREADS;
-  d.tg_bytes = {(uint32_t)(KV_BLOCK_TOKENS * kv.head_dim_k * 2), (uint32_t)(KV_BLOCK_TOKENS * kv.head_dim_v * 2)};
+  d.tg_bytes = {(uint32_t)(KV_BLOCK_TOKENS * kv.head_dim_k) * elem, (uint32_t)(KV_BLOCK_TOKENS * kv.head_dim_v) * elem};
   const size_t partial_floats = (size_t)part.partial_rows * (ATTN_PARTIAL_HEADER + kv.head_dim_v);
   d.buffers = {BufferArg::stage_one(x),
                BufferArg::stage(part.items.data(), part.items.size()),
                BufferArg::stage(refs.data(), refs.size()),
                BufferArg::stage(tables.entries.data(), tables.entries.size()),
-               BufferArg::device(q, (size_t)n_tok * a.n_head * kv.head_dim_k * 4),
+               BufferArg::device(q, q_bytes), BufferArg::device(q_rot ? q_rot : q, q_bytes),
                BufferArg::device(kv.arena, 0)};
   for (int i = 0; i < 4; ++i) d.buffers.push_back(BufferArg::device(bases[i], base_bytes[i]));
   d.buffers.push_back(BufferArg::device(partials, partial_floats * 4));

@@ -205,11 +205,14 @@ void MetalBackendBase::kv_store(const KVLayerView& kv, const KVTokenSlot* slots,
 
 void MetalBackendBase::kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs) {
   if (n_jobs <= 0) return;
-  if (kv.format != KVFormat::GAAC) {  // no compressed class (BF16): every tile keeps its page
+  if (kv.format == KVFormat::GAAC) {
+    encode(plan_kv_finalize_gaac(kv, jobs, n_jobs));
+  } else if (kv_format_has_metal_finalize(kv.format)) {
+    for (Dispatch& d : plan_kv_finalize_lossy(kv, jobs, n_jobs)) encode(std::move(d));
+  } else {  // no compressed class (BF16; FP8 formats: not on Metal yet): every tile keeps its page
     for (int64_t i = 0; i < n_jobs; ++i) jobs[i].fits = 0;
     return;
   }
-  encode(plan_kv_finalize_gaac(kv, jobs, n_jobs));
   flush();  // the cache reads `fits` as soon as this returns
 }
 
@@ -219,11 +222,13 @@ void MetalBackendBase::attention(const KVLayerView& kv, const AttentionArgs& arg
   if (part.items.empty()) return;
   float* partials = static_cast<float*>(alloc(part.partial_bytes(kv.head_dim_v)));
   int32_t* status = static_cast<int32_t*>(alloc(part.status_bytes()));
-  std::vector<Dispatch> ds = plan_attention(kv, args, seqs, n_seqs, q, out, part, partials, status);
+  const size_t rot_bytes = attention_rotation_bytes(kv, args, seqs, n_seqs);
+  float* q_rot = rot_bytes ? static_cast<float*>(alloc(rot_bytes)) : nullptr;
+  std::vector<Dispatch> ds = plan_attention(kv, args, seqs, n_seqs, q, out, part, partials, status, q_rot);
   for (Dispatch& d : ds) encode(std::move(d));
   const int32_t layer = kv.layer;
   std::vector<AttnItem> items = part.items;
-  on_complete_.push_back([this, partials, status, layer, items](bool completed) {
+  on_complete_.push_back([this, partials, status, q_rot, layer, items](bool completed) {
     int32_t bad_item = -1, bad_block = -1;
     for (size_t i = 0; completed && i < items.size() * ATTN_SIMDGROUPS && bad_item < 0; ++i)
       if (status[i] >= 0) {
@@ -232,6 +237,7 @@ void MetalBackendBase::attention(const KVLayerView& kv, const AttentionArgs& arg
       }
     free(partials);
     free(status);
+    if (q_rot) free(q_rot);
     if (bad_item >= 0)
       throw Error("kv", "corrupt_tile", strfmt("layer %d kv-head %u block %d: a compressed tile failed validation "
                                                "(reserved tag or escape overrun); refusing to read it", layer,

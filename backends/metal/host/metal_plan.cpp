@@ -5,20 +5,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "codec/gaac/gaac_format.h"
 #include "common/error.h"
-#include "kv/gaac_codec.h"
 
 namespace gaacrt::mtl {
 namespace {
-
-uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b); }
-
-uint32_t checked_u32(const char* op, const char* what, int64_t v) {
-  if (v < 0 || v > 0xFFFFFFFFll)
-    throw Error("backend", "invalid_argument", strfmt("metal %s: %s = %lld out of range", op, what, (long long)v));
-  return (uint32_t)v;
-}
 
 RowsArgs rows_args(const char* op, const WeightView& w, int64_t n_rows, float scale) {
   const TypeTraits* tr = type_traits(w.type);
@@ -189,68 +179,6 @@ Dispatch plan_act_mul(const float* g, const float* u, int64_t n, Activation act,
 Dispatch plan_softcap(float* x, int64_t n, float cap) {
   Dispatch d = elementwise("softcap_f32", n, cap);
   d.buffers.push_back(BufferArg::device(x, (size_t)n * 4));
-  return d;
-}
-
-uint32_t StagedTables::add(const uint32_t* table, int64_t n_entries) {
-  for (size_t i = 0; i < seen.size(); ++i)
-    if (seen[i] == table) return (uint32_t)(i * n_entries);
-  seen.push_back(table);
-  const uint32_t off = (uint32_t)entries.size();
-  entries.insert(entries.end(), table, table + n_entries);
-  return off;
-}
-
-Dispatch plan_kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, const float* k, const float* v) {
-  const int64_t per_table = (int64_t)kv.n_head_kv * 2 * kv.n_half * kv.max_blocks;
-  StagedTables tables;
-  std::vector<KVTokenRef> refs((size_t)n_tok);
-  for (int64_t t = 0; t < n_tok; ++t) refs[t] = {tables.add(slots[t].table, per_table), slots[t].pos};
-  KVStoreArgs a{};
-  a.n_tok = checked_u32("kv_store", "n_tok", n_tok);
-  a.n_head_kv = (uint32_t)kv.n_head_kv;
-  a.dk = (uint32_t)kv.head_dim_k;
-  a.dv = (uint32_t)kv.head_dim_v;
-  a.tile_dim = (uint32_t)kv.tile_dim;
-  a.n_half = (uint32_t)kv.n_half;
-  a.max_blocks = (uint32_t)kv.max_blocks;
-  a.page_bytes = kv.page_bytes;
-  Dispatch d;
-  d.kernel = "kv_store_f32";
-  d.grid[0] = a.n_head_kv;
-  d.grid[1] = a.n_tok;
-  d.threads = div_up(std::max(kv.head_dim_k, kv.head_dim_v), SIMD_WIDTH) * SIMD_WIDTH;
-  d.buffers = {BufferArg::stage_one(a), BufferArg::stage(refs.data(), refs.size()),
-               BufferArg::stage(tables.entries.data(), tables.entries.size()),
-               BufferArg::device(k, (size_t)(n_tok * kv.n_head_kv * kv.head_dim_k) * 4),
-               BufferArg::device(v, (size_t)(n_tok * kv.n_head_kv * kv.head_dim_v) * 4),
-               BufferArg::device(kv.arena, 0)};
-  return d;
-}
-
-Dispatch plan_kv_finalize_gaac(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs) {
-  const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
-  KVFinalizeArgs a{};
-  a.n_jobs = checked_u32("kv_finalize", "n_jobs", n_jobs);
-  a.tile_dim = (uint32_t)kv.tile_dim;
-  a.dk = (uint32_t)kv.head_dim_k;
-  a.dv = (uint32_t)kv.head_dim_v;
-  a.n_half = (uint32_t)kv.n_half;
-  a.max_blocks = (uint32_t)kv.max_blocks;
-  a.capacity[0] = st.capacity[0];
-  a.capacity[1] = st.capacity[1];
-  a.page_bytes = kv.page_bytes;
-  a.chunk_bytes = kv.chunk_bytes;
-  a.slot_bytes[0] = kv.slot_bytes[0];
-  a.slot_bytes[1] = kv.slot_bytes[1];
-  const size_t kb = (size_t)kv.n_head_kv * kv.head_dim_k, vb = (size_t)kv.n_head_kv * kv.head_dim_v;
-  Dispatch d;
-  d.kernel = "kv_finalize_gaac";
-  d.grid[0] = div_up(n_jobs, FINALIZE_THREADS);
-  d.threads = FINALIZE_THREADS;
-  d.buffers = {BufferArg::stage_one(a), BufferArg::stage(jobs, (size_t)n_jobs, jobs), BufferArg::device(kv.arena, 0),
-               BufferArg::device(st.bases[0][0], kb), BufferArg::device(st.bases[0][1], kb),
-               BufferArg::device(st.bases[1][0], vb), BufferArg::device(st.bases[1][1], vb)};
   return d;
 }
 

@@ -12,6 +12,10 @@
 
 namespace gaacrt::mtl {
 
+uint32_t div_up(int64_t a, int64_t b);
+// v as uint32_t; throws Error("backend", "invalid_argument") naming the op and value when it does not fit.
+uint32_t checked_u32(const char* op, const char* what, int64_t v);
+
 // "<op>_<ggml type name>"; throws Error("quant", "unsupported_type") for a type with no kernel.
 std::string weight_kernel(const char* op, GGMLType t);
 
@@ -28,9 +32,13 @@ Dispatch plan_softcap(float* x, int64_t n, float cap);
 
 // Reads the host-visible token slots (and their block tables) to stage them.
 Dispatch plan_kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, const float* k, const float* v);
-// GAAC only (other formats have no slots to fill: the backend answers fits = 0 itself). Reads the
-// layer's GaacKVLayer (kv.codec) on the host; jobs come back through the staged buffer's readback.
+// GAAC: reads the layer's GaacKVLayer (kv.codec) on the host; jobs come back through the staged
+// buffer's readback.
 Dispatch plan_kv_finalize_gaac(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs);
+// q8 / KIVI-2 / E8: one dispatch for the scalar tiles and, for E8, one for the keys, grouped per
+// (head, block) like the CPU (a group missing a half keeps its pages: fits = 0).
+std::vector<Dispatch> plan_kv_finalize_lossy(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs);
+bool kv_format_has_metal_finalize(KVFormat f);
 
 // Attention: the work partition (CPU's chunks of 32 blocks aligned to absolute block indices,
 // query tokens tiled so a threadgroup holds at most ATTN_MAX_ROWS rows), the two dispatches, and
@@ -44,10 +52,14 @@ struct AttentionPlan {
 };
 AttentionPlan partition_attention(const KVLayerView& kv, const gaacrt::AttentionArgs& args, const AttnSeq* seqs,
                                    int32_t n_seqs);
-// The attention and merge dispatches; partials/status: device scratch of the plan's sizes.
+// Bytes of the rotated-query scratch attention needs (E8: every query row in the keys' basis), or 0.
+size_t attention_rotation_bytes(const KVLayerView& kv, const gaacrt::AttentionArgs& args, const AttnSeq* seqs,
+                                int32_t n_seqs);
+// The (E8: rotation,) attention and merge dispatches; partials/status/q_rot: device scratch of the
+// plan's sizes (q_rot null unless attention_rotation_bytes > 0).
 std::vector<Dispatch> plan_attention(const KVLayerView& kv, const gaacrt::AttentionArgs& args, const AttnSeq* seqs,
                                      int32_t n_seqs, const float* q, float* out, const AttentionPlan& part,
-                                     float* partials, int32_t* status);
+                                     float* partials, int32_t* status, float* q_rot);
 
 // Block tables staged once per distinct table: returns each table's offset (entries).
 struct StagedTables {

@@ -70,13 +70,27 @@ struct KVStoreArgs {
   uint64_t page_bytes;
 };
 
-// ---- kv_finalize.metal: one thread per job ------------------------------------------------------
+// ---- kv_finalize.metal: one thread per job (E8 keys: per (job group, token)) ------------------------
 constexpr uint32_t FINALIZE_THREADS = 32;
 struct KVFinalizeArgs {
   uint32_t n_jobs, tile_dim, dk, dv, n_half, max_blocks;
   uint32_t capacity[2];   // GAAC escape capacity of K / V slots
+  uint32_t format;        // KVFormat
+  uint32_t n_groups;      // E8 keys: (head, block) groups of n_half jobs
+  float alpha;            // E8
+  uint32_t pad;
   uint64_t page_bytes, chunk_bytes;
   uint64_t slot_bytes[2];
+};
+// E8 keys are encoded a whole head at a time (the rotation mixes the halves): the jobs of one
+// (head, block), by half.
+struct E8KeyGroup {
+  uint32_t job[2];
+};
+// rotate_rows (E8 queries into the keys' rotated basis): one thread per (row, output channel).
+constexpr uint32_t ROTATE_THREADS = 64;
+struct RotateArgs {
+  uint32_t n_rows, d;
 };
 
 // ---- attention.metal -------------------------------------------------------------------------------
@@ -117,7 +131,7 @@ struct AttnArgs {
   float scale, softcap;
   uint32_t gaac_capacity[2];
   uint32_t n_merge;
-  uint32_t pad;
+  float e8_alpha;
   uint64_t page_bytes, chunk_bytes;
   uint64_t slot_bytes[2];
 };
@@ -128,7 +142,7 @@ constexpr uint32_t ATTN_PARTIAL_HEADER = 2;
 
 GAACRT_STATIC_ASSERT(sizeof(RowsArgs) == 20, "RowsArgs layout");
 GAACRT_STATIC_ASSERT(sizeof(KVStoreArgs) == 40, "KVStoreArgs layout");
-GAACRT_STATIC_ASSERT(sizeof(KVFinalizeArgs) == 64, "KVFinalizeArgs layout");
+GAACRT_STATIC_ASSERT(sizeof(KVFinalizeArgs) == 80, "KVFinalizeArgs layout");
 GAACRT_STATIC_ASSERT(sizeof(AttnItem) == 32, "AttnItem layout");
 GAACRT_STATIC_ASSERT(sizeof(AttnArgs) == 96, "AttnArgs layout");
 

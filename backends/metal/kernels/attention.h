@@ -12,25 +12,32 @@
 // and accumulates channels l, l+32, .. (< dv) of the output.
 #pragma once
 #include "metal/kernels/attention_tiles.h"
+#include "metal/kernels/attention_tiles_lossy.h"
 
 namespace gaacrt {
 namespace mtl {
 
-// items(n_items), seqs, tables (staged); q(n_tok, n_head, dk); partials(rows, 2 + dv);
+// items(n_items), seqs, tables (staged); q(n_tok, n_head, dk) and q_rot, the same rows in the E8
+// rotated basis (bound to q for the other formats); partials(rows, 2 + dv);
 // status(n_items, 4): -1, or a block whose compressed tile failed validation.
-// kt: [16][dk] BF16 bits; vt: [16][dv] BF16 bits.
+// kt: [16][dk] tile elements; vt: [16][dv].
 template <typename Tiles>
 kernel void attention(constant AttnArgs& a [[buffer(0)]], device const AttnItem* items [[buffer(1)]],
                       device const AttnSeqRef* seqs [[buffer(2)]], device const uint32_t* tables [[buffer(3)]],
-                      device const float* q [[buffer(4)]], device uint8_t* arena [[buffer(5)]],
-                      device const uint8_t* b3k [[buffer(6)]], device const uint8_t* b4k [[buffer(7)]],
-                      device const uint8_t* b3v [[buffer(8)]], device const uint8_t* b4v [[buffer(9)]],
-                      device float* partials [[buffer(10)]], device int32_t* status [[buffer(11)]],
-                      threadgroup uint16_t* kt GAACRT_TG_MEM(0), threadgroup uint16_t* vt GAACRT_TG_MEM(1),
-                      GAACRT_POSITIONS) {
+                      device const float* q [[buffer(4)]], device const float* q_rot [[buffer(5)]],
+                      device uint8_t* arena [[buffer(6)]], device const uint8_t* b3k [[buffer(7)]],
+                      device const uint8_t* b4k [[buffer(8)]], device const uint8_t* b3v [[buffer(9)]],
+                      device const uint8_t* b4v [[buffer(10)]], device float* partials [[buffer(11)]],
+                      device int32_t* status [[buffer(12)]], threadgroup typename Tiles::Elem* kt GAACRT_TG_MEM(0),
+                      threadgroup typename Tiles::Elem* vt GAACRT_TG_MEM(1), GAACRT_POSITIONS) {
   const device AttnItem& it = items[tgpig.x];
   const device AttnSeqRef& s = seqs[it.seq];
-  const KVLayerView kv = kv_view_of(a, arena, a.chunk_bytes, a.slot_bytes[0], a.slot_bytes[1]);
+  TileCtx ctx;
+  ctx.kv = kv_view_of(a, arena, a.chunk_bytes, a.slot_bytes[0], a.slot_bytes[1]);
+  ctx.capacity[0] = a.gaac_capacity[0];
+  ctx.capacity[1] = a.gaac_capacity[1];
+  ctx.alpha = a.e8_alpha;
+  const KVLayerView kv = ctx.kv;
   const device uint32_t* table = tables + s.table;
   const uint32_t G = a.group, R = (uint32_t)it.nq * G, NV = (a.dv + SIMD_WIDTH - 1) / SIMD_WIDTH;
   const uint32_t key = tiisg % 16, khalf = tiisg / 16, dk2 = a.dk / 2;
@@ -49,11 +56,13 @@ kernel void attention(constant AttnArgs& a [[buffer(0)]], device const AttnItem*
       const uint32_t e = table[kv_entry_index(kv, (int32_t)it.kvh, is_v, half, b)];
       const uint32_t d = is_v ? a.dv : a.dk;
       const uint32_t off = it.kvh * d + (uint32_t)half * a.tile_dim;
-      const bool ok = Tiles::load(kv, e, is_v, a.gaac_capacity[is_v], (is_v ? b3v : b3k) + off,
-                                  (is_v ? b4v : b4k) + off, is_v ? vt : kt, d, (uint32_t)half * a.tile_dim, tiisg);
+      const bool ok = Tiles::load(ctx, e, is_v, (is_v ? b3v : b3k) + off, (is_v ? b4v : b4k) + off, is_v ? vt : kt, d,
+                                  (uint32_t)half * a.tile_dim, tiisg);
       if (!ok && bad < 0) bad = b;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    // E8 keys decode in the rotated basis: score them against the rotated queries.
+    const bool rotated = Tiles::ROTATED && kv_entry_is_slot(table[kv_entry_index(kv, (int32_t)it.kvh, 0, 0, b)]);
     for (uint32_t k = 0; k < ATTN_ROWS_PER_SG; ++k) {
       const uint32_t r = sgitg + ATTN_SIMDGROUPS * k;
       if (r >= R) break;
@@ -61,9 +70,9 @@ kernel void attention(constant AttnArgs& a [[buffer(0)]], device const AttnItem*
       const int32_t lo = a.sliding_window > 0 ? max(0, p - a.sliding_window + 1) : 0;
       const int32_t j0 = max(b * KV_BLOCK_TOKENS, lo), j1 = min(b * KV_BLOCK_TOKENS + KV_BLOCK_TOKENS, p + 1);
       if (j0 >= j1) continue;  // nothing of this block is visible to the row (uniform in the SIMD group)
-      const device float* qv = q + ((uint64_t)(s.q_begin + it.q0 + i) * a.n_head + it.kvh * G + r % G) * a.dk;
+      const device float* qv = (rotated ? q_rot : q) + ((uint64_t)(s.q_begin + it.q0 + i) * a.n_head + it.kvh * G + r % G) * a.dk;
       float part = 0.0f;
-      for (uint32_t c = khalf * dk2; c < (khalf + 1) * dk2; ++c) part += qv[c] * bf16_to_f32(kt[key * a.dk + c]);
+      for (uint32_t c = khalf * dk2; c < (khalf + 1) * dk2; ++c) part += qv[c] * Tiles::value(kt[key * a.dk + c]);
       float sc = (part + simd_shuffle_xor(part, (ushort)16)) * a.scale;
       if (a.softcap > 0.0f) sc = a.softcap * precise::tanh(sc / a.softcap);
       const int32_t kpos = b * KV_BLOCK_TOKENS + (int32_t)key;
@@ -77,7 +86,7 @@ kernel void attention(constant AttnArgs& a [[buffer(0)]], device const AttnItem*
       for (int32_t jj = j0 - b * KV_BLOCK_TOKENS; jj < j1 - b * KV_BLOCK_TOKENS; ++jj) {
         const float w = simd_shuffle(pj, (ushort)jj);
         for (uint32_t c = 0; c < NV; ++c)
-          if (tiisg + SIMD_WIDTH * c < a.dv) acc[k][c] += w * bf16_to_f32(vt[(uint32_t)jj * a.dv + tiisg + SIMD_WIDTH * c]);
+          if (tiisg + SIMD_WIDTH * c < a.dv) acc[k][c] += w * Tiles::value(vt[(uint32_t)jj * a.dv + tiisg + SIMD_WIDTH * c]);
       }
       m[k] = mx;
     }

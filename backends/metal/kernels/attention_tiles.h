@@ -1,10 +1,14 @@
 // attention_tiles.h — the only format-specific part of the attention kernel: how one K or V tile
-// (16 tokens x tile_dim channels of one kv-head) gets into threadgroup memory as BF16 bits.
-// Each loader is a policy type with the same face (DESIGN.md rule 1: one attention template per
-// backend, each cache format contributes its tile loader):
-//   static bool load(kv, entry, is_v, capacity, b3, b4, dst, pitch, col0, lane)
-// run by one whole SIMD group (lane = its index in it); dst[t * pitch + col0 + c] receives
+// (16 tokens x tile_dim channels of one kv-head) gets into threadgroup memory. Each loader is a
+// policy type with the same face (DESIGN.md rule 1: one attention template per backend, each cache
+// format contributes its tile loader):
+//   Elem                  what a tile holds (BF16 bits, or fp32 for the lossy formats)
+//   value(Elem)           as fp32
+//   ROTATED               its compressed keys live in the E8 rotated basis (score rotated queries)
+//   load(ctx, entry, is_v, b3, b4, dst, pitch, col0, lane)
+// load is run by one whole SIMD group (lane = its index in it); dst[t * pitch + col0 + c] receives
 // channel c of token t. Returns false (uniformly) when a compressed tile fails validation.
+// The lossy formats' loaders are in attention_tiles_lossy.h.
 //   Bf16Tiles  every tile is a raw BF16 page (the baseline cache);
 //   GaacTiles  a raw page, or a GAAC slot decoded in registers: lane l < tile_dim/4 owns one group
 //              column and 8 groups (gaac_format.h's lane map); its escape offsets come from one SIMD
@@ -19,24 +23,42 @@
 namespace gaacrt {
 namespace mtl {
 
-inline void load_raw_tile(const device uint16_t* src, int32_t td, threadgroup uint16_t* dst, uint32_t pitch,
-                          uint32_t col0, uint32_t lane) {
+// What every loader may need besides the tile: the layer, GAAC's slot capacities, E8's alpha.
+struct TileCtx {
+  KVLayerView kv;
+  uint32_t capacity[2];
+  float alpha;
+};
+
+// A raw BF16 page as it is (BF16 tiles) or as fp32 (lossy tiles).
+inline uint16_t raw_elem(uint16_t b, uint16_t) { return b; }
+inline float raw_elem(uint16_t b, float) { return bf16_to_f32(b); }
+template <typename E>
+inline void load_raw_tile(const device uint16_t* src, int32_t td, threadgroup E* dst, uint32_t pitch, uint32_t col0,
+                          uint32_t lane) {
   for (uint32_t i = lane; i < (uint32_t)(KV_BLOCK_TOKENS * td); i += SIMD_WIDTH)
-    dst[(i / (uint32_t)td) * pitch + col0 + i % (uint32_t)td] = src[i];
+    dst[(i / (uint32_t)td) * pitch + col0 + i % (uint32_t)td] = raw_elem(src[i], E());
 }
 
 struct Bf16Tiles {
-  static bool load(thread const KVLayerView& kv, uint32_t e, int32_t is_v, uint32_t, const device uint8_t*,
-                   const device uint8_t*, threadgroup uint16_t* dst, uint32_t pitch, uint32_t col0, uint32_t lane) {
-    load_raw_tile((const device uint16_t*)kv_entry_ptr(kv, e, is_v), kv.tile_dim, dst, pitch, col0, lane);
+  typedef uint16_t Elem;
+  static constexpr bool ROTATED = false;
+  static float value(Elem e) { return bf16_to_f32(e); }
+  static bool load(thread const TileCtx& c, uint32_t e, int32_t is_v, const device uint8_t*, const device uint8_t*,
+                   threadgroup Elem* dst, uint32_t pitch, uint32_t col0, uint32_t lane) {
+    load_raw_tile((const device uint16_t*)kv_entry_ptr(c.kv, e, is_v), c.kv.tile_dim, dst, pitch, col0, lane);
     return true;
   }
 };
 
 struct GaacTiles {
-  static bool load(thread const KVLayerView& kv, uint32_t e, int32_t is_v, uint32_t capacity,
-                   const device uint8_t* b3, const device uint8_t* b4, threadgroup uint16_t* dst, uint32_t pitch,
-                   uint32_t col0, uint32_t lane) {
+  typedef uint16_t Elem;
+  static constexpr bool ROTATED = false;
+  static float value(Elem e) { return bf16_to_f32(e); }
+  static bool load(thread const TileCtx& c, uint32_t e, int32_t is_v, const device uint8_t* b3,
+                   const device uint8_t* b4, threadgroup Elem* dst, uint32_t pitch, uint32_t col0, uint32_t lane) {
+    const KVLayerView kv = c.kv;
+    const uint32_t capacity = c.capacity[is_v];
     const int32_t td = kv.tile_dim;
     const device uint8_t* slot = kv_entry_ptr(kv, e, is_v);
     if (!kv_entry_is_slot(e)) {  // a tile that did not fit (or not yet finalized) keeps its raw page

@@ -7,38 +7,15 @@ path), attention within 1e-5. Then a whole synthetic SmolLM2-shaped model with t
 its 128-token raw window: the same logits as the CPU's E8 run to a few 1e-3.
 (GAAC: tests/test_metal_model.py, bit-identical to the BF16 cache.)
 """
-import shutil
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import gaacrt
-
-ROOT = Path(__file__).resolve().parents[1]
-PKG = Path(gaacrt._core.__file__).resolve().parent
+from metal.programs import build_against_gaacrt, run_counted
 
 
-@pytest.fixture(scope="module")
-def kv_parity(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.fail("no C++ compiler to build tests/metal/kv_parity.cpp")
-    exe = tmp_path_factory.mktemp("metal_kv") / "kv_parity"
-    cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", f"-I{ROOT / 'src'}", f"-I{ROOT / 'backends'}",
-           str(ROOT / "tests/metal/kv_parity.cpp"), f"-L{PKG}", "-lgaacrt", f"-Wl,-rpath,{PKG}", "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"building kv_parity failed:\n{r.stderr}"
-    return exe
-
-
-def test_metal_lossy_finalize_is_byte_identical_and_attention_matches_cpu(kv_parity):
-    r = subprocess.run([str(kv_parity)], capture_output=True, text=True, timeout=300)
-    print(r.stdout)
-    assert r.returncode == 0, r.stdout + r.stderr
-    last = r.stdout.strip().splitlines()[-1]
-    assert last == "27 passed, 0 failed", last
+def test_metal_lossy_finalize_is_byte_identical_and_attention_matches_cpu(tmp_path):
+    run_counted(build_against_gaacrt("tests/metal/kv_parity.cpp", tmp_path / "kv_parity"), 27)
 
 
 def test_metal_e8_cache_logits_match_cpu_e8(tmp_path):

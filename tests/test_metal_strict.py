@@ -105,3 +105,22 @@ def test_amalgamated_source_for_runtime_compilation_is_self_contained(index, tmp
     tu = index.parse(str(out), args=[a for a in ARGS if not a.startswith("-I") or "emulation" in a])
     bad = [str(d) for d in tu.diagnostics if d.severity >= 2]
     assert not bad, "\n".join(bad[:20])
+
+
+def test_kernels_use_no_cpp_feature_msl_lacks(index):
+    # What poisoning cannot catch, read off clang's syntax tree of every kernel file and the headers
+    # it includes: derived classes, lambdas and goto are not in MSL.
+    import clang.cindex as ci
+    banned = {ci.CursorKind.CXX_BASE_SPECIFIER: "a derived class", ci.CursorKind.LAMBDA_EXPR: "a lambda",
+              ci.CursorKind.GOTO_STMT: "goto"}
+    found = set()
+
+    def walk(c):
+        if c.kind in banned and c.location.file and "emulation" not in str(c.location.file):
+            found.add(f"{c.location.file}:{c.location.line}: {banned[c.kind]}")
+        for ch in c.get_children():
+            walk(ch)
+
+    for path in KERNELS:
+        walk(index.parse(str(path), args=ARGS).cursor)
+    assert not found, sorted(found)

@@ -24,12 +24,10 @@ inline void load_v2_tile(const device uint8_t* slot, int32_t T, threadgroup floa
   }
 }
 
-struct LossyTilesBase {
+// (Each loader states Elem and value itself: MSL has no derived classes.)
+struct Q8Tiles {
   typedef float Elem;
   static float value(Elem e) { return e; }
-};
-
-struct Q8Tiles : LossyTilesBase {
   static constexpr bool ROTATED = false;
   static bool load(thread const TileCtx& c, uint32_t e, int32_t is_v, const device uint8_t*, const device uint8_t*,
                    threadgroup Elem* dst, uint32_t pitch, uint32_t col0, uint32_t lane) {
@@ -47,7 +45,9 @@ struct Q8Tiles : LossyTilesBase {
   }
 };
 
-struct Kivi2Tiles : LossyTilesBase {
+struct Kivi2Tiles {
+  typedef float Elem;
+  static float value(Elem e) { return e; }
   static constexpr bool ROTATED = false;
   static bool load(thread const TileCtx& c, uint32_t e, int32_t is_v, const device uint8_t*, const device uint8_t*,
                    threadgroup Elem* dst, uint32_t pitch, uint32_t col0, uint32_t lane) {
@@ -68,7 +68,9 @@ struct Kivi2Tiles : LossyTilesBase {
   }
 };
 
-struct E8Tiles : LossyTilesBase {
+struct E8Tiles {
+  typedef float Elem;
+  static float value(Elem e) { return e; }
   static constexpr bool ROTATED = true;
   static bool load(thread const TileCtx& c, uint32_t e, int32_t is_v, const device uint8_t*, const device uint8_t*,
                    threadgroup Elem* dst, uint32_t pitch, uint32_t col0, uint32_t lane) {

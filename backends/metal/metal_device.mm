@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <string>
 #include <unordered_map>
 

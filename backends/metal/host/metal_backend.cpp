@@ -19,6 +19,8 @@ void MetalBackendBase::release_all() {
   } catch (const Error&) {  // a backend being destroyed has no one left to tell
   }
   deferred_.reset();
+  scratch_free_.clear();  // their regions are freed below with every other allocation
+  scratch_size_.clear();
   for (Region& r : allocs_) platform_free(reinterpret_cast<void*>(r.begin), r.handle);
   for (Region& r : mapped_) platform_free(nullptr, r.handle);
   allocs_.clear();
@@ -104,6 +106,28 @@ void MetalBackendBase::upload(void* dst, const void* src, size_t bytes) {
 void MetalBackendBase::download(void* dst, const void* src, size_t bytes) {
   wait_for(src);
   std::memcpy(dst, src, bytes);
+}
+
+void* MetalBackendBase::scratch_get(size_t bytes) {
+  size_t cls = 256;
+  while (cls < bytes) cls *= 2;
+  for (size_t i = 0; i < scratch_free_.size(); ++i)
+    if (scratch_free_[i].first == cls) {
+      void* p = scratch_free_[i].second;
+      scratch_free_.erase(scratch_free_.begin() + i);
+      return p;
+    }
+  void* p = alloc(cls);
+  scratch_size_.push_back({p, cls});
+  return p;
+}
+
+void MetalBackendBase::scratch_put(void* p) {
+  for (const auto& [q, cls] : scratch_size_)
+    if (q == p) {
+      scratch_free_.push_back({cls, p});
+      return;
+    }
 }
 
 // ---- encoding and completion ---------------------------------------------------------------------
@@ -220,10 +244,10 @@ void MetalBackendBase::attention(const KVLayerView& kv, const AttentionArgs& arg
                                  const float* q, float* out) {
   const AttentionPlan part = partition_attention(kv, args, seqs, n_seqs);
   if (part.items.empty()) return;
-  float* partials = static_cast<float*>(alloc(part.partial_bytes(kv.head_dim_v)));
-  int32_t* status = static_cast<int32_t*>(alloc(part.status_bytes()));
+  float* partials = static_cast<float*>(scratch_get(part.partial_bytes(kv.head_dim_v)));
+  int32_t* status = static_cast<int32_t*>(scratch_get(part.status_bytes()));
   const size_t rot_bytes = attention_rotation_bytes(kv, args, seqs, n_seqs);
-  float* q_rot = rot_bytes ? static_cast<float*>(alloc(rot_bytes)) : nullptr;
+  float* q_rot = rot_bytes ? static_cast<float*>(scratch_get(rot_bytes)) : nullptr;
   std::vector<Dispatch> ds = plan_attention(kv, args, seqs, n_seqs, q, out, part, partials, status, q_rot);
   for (Dispatch& d : ds) encode(std::move(d));
   const int32_t layer = kv.layer;
@@ -235,9 +259,9 @@ void MetalBackendBase::attention(const KVLayerView& kv, const AttentionArgs& arg
         bad_item = (int32_t)(i / ATTN_SIMDGROUPS);
         bad_block = status[i];
       }
-    free(partials);
-    free(status);
-    if (q_rot) free(q_rot);
+    scratch_put(partials);
+    scratch_put(status);
+    if (q_rot) scratch_put(q_rot);
     if (bad_item >= 0)
       throw Error("kv", "corrupt_tile", strfmt("layer %d kv-head %u block %d: a compressed tile failed validation "
                                                "(reserved tag or escape overrun); refusing to read it", layer,

@@ -80,6 +80,10 @@ class MetalBackendBase : public Backend {
   Region& region_of(const void* p, size_t bytes, bool may_map);
   Region* find_alloc(const void* p);
   void wait_for(const void* p);
+  // Per-call scratch (attention partials, status words, rotated queries): recycled by size class
+  // (powers of two) once the work using it has completed, instead of a buffer allocation per layer.
+  void* scratch_get(size_t bytes);
+  void scratch_put(void* p);
   void encode(Dispatch d);
   // Commits and waits for everything encoded, then runs the completion checks; raises the first
   // error (a kernel that failed, a corrupt tile), including one deferred by a flush that could not
@@ -92,6 +96,8 @@ class MetalBackendBase : public Backend {
   // Completion checks and scratch releases; called with false when the work did not complete.
   std::vector<std::function<void(bool completed)>> on_complete_;
   std::unique_ptr<Error> deferred_;
+  std::vector<std::pair<size_t, void*>> scratch_free_;  // (size class, allocation)
+  std::vector<std::pair<void*, size_t>> scratch_size_;  // allocation -> its size class
   uint64_t n_dispatches_ = 0, n_waits_ = 0;
 };
 

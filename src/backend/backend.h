@@ -68,8 +68,9 @@ class Backend {
   // ---- primitive ops ----
   // dst(n_rows, w.n_cols) = dequantize(w): bit-identical to the gguf package on every backend.
   virtual void dequantize(const WeightView& w, float* dst) = 0;
-  // y(n_tok, w.n_rows) = x(n_tok, w.n_cols) · wᵀ (+ bias(w.n_rows) when given). Activations are
-  // quantized to 8 bits per the weight type (llama.cpp's vec_dot_type) on the CPU.
+  // y(n_tok, w.n_rows) = x(n_tok, w.n_cols) · wᵀ (+ bias(w.n_rows) when given). On the CPU the
+  // activations are quantized to BackendParams::act_bits: 16 (int16 per 32 values, the default)
+  // or 8 (llama.cpp's vec_dot_type per weight type).
   virtual void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) = 0;
   // out(n, dim) = rows ids[0..n) of the embedding matrix, dequantized, times `scale`.
   virtual void get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out) = 0;

@@ -74,8 +74,13 @@ def main() -> None:
         ga_t, gs = res["gaac"]
         kv_bytes = ctx * N_KV * D * 2 * 2
         ratio = gs["resident_ratio"]
-        sh = lambda x: (f"{100 * x['share_3bit']:.1f}/{100 * x['share_4bit']:.1f}/{100 * x['share_raw_groups']:.2f}%, "  # noqa: E731
-                        f"{100 * x['raw_tile_share']:.1f}%")
+        def sh(x):
+            # Mode shares are accounted from the slot bytes on host-memory backends only; on the GPU
+            # kv_stats leaves them 0, so say so rather than print zeros (codec ratio is known).
+            if x["share_3bit"] + x["share_4bit"] + x["share_raw_groups"] == 0:
+                return f"shares n/a on GPU; codec ratio {x['codec_ratio']:.3f}, raw tiles {100 * x['raw_tile_share']:.1f}%"
+            return (f"{100 * x['share_3bit']:.1f}/{100 * x['share_4bit']:.1f}/{100 * x['share_raw_groups']:.2f}%, "
+                    f"{100 * x['raw_tile_share']:.1f}%")
         print(f"| {ctx} | {bf_t * 1e6:.1f} | {kv_bytes / bf_t / 1e12:.2f} | {ga_t * 1e6:.1f} | "
               f"{kv_bytes / ratio / ga_t / 1e12:.2f} | {bf_t / ga_t:.2f} | {torch_sdpa_us(ctx, 1):.1f} | "
               f"{torch_sdpa_us(ctx, 4):.1f} | {sh(gs['k'])} | {sh(gs['v'])} |", flush=True)

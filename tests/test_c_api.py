@@ -52,7 +52,9 @@ def test_chat_example_builds_against_the_installed_library_and_answers(chat_exe,
     r = subprocess.run([str(chat_exe), smollm2_path, "-p", "What is the capital of France?", "-n", "12", "--seed", "-2"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "12 tokens generated" in r.stderr
+    import re
+    n = int(re.search(r"(\d+) tokens generated", r.stderr).group(1))
+    assert 0 < n <= 12  # greedy: stops at 12, or earlier at an end-of-generation token
     assert len(r.stdout.strip()) > 0
 
 

@@ -384,3 +384,35 @@ def test_native_cpp_kernel_tests_pass(tmp_path):
         assert f"[ ok ] {case}" in r.stdout, r.stdout
     if "avx2" in ISAS:
         assert "tested isa: avx2" in r.stdout, r.stdout
+
+
+# ---- the setting at model level (issue 4: gaacrt.Model(act_bits=...)) --------------------------
+
+def test_model_act_bits_reaches_the_cpu_matmuls(tiny_model):
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    from reference_model import ReferenceModel
+    path = str(tiny_model("llama", weight_type="q4_1", n_layers=2))
+    toks = [int(t) for t in np.random.default_rng(9).integers(3, 200, 24)]
+    ref = ReferenceModel(path).forward(toks)
+    err = {}
+    for bits in ACT_BITS:
+        m = gaacrt.Model(path, backend="cpu", n_threads=1, act_bits=bits)
+        assert f"{bits}-bit activations" in m._m.device_name
+        s = m.session(n_ctx=64)
+        got = s.eval(toks, all_logits=True)
+        err[bits] = float(np.max(np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)))
+    print(f"max rel L2 of the logits: act_bits 16 {err[16]:.3g}, 8 {err[8]:.3g}")
+    assert err[16] < err[8] / 4, f"act_bits 16 max rel L2 {err[16]:.3g}, 8: {err[8]:.3g}"
+    assert gaacrt.Model(path, backend="cpu")._m.device_name.endswith("16-bit activations")  # the default
+    for bad in (12, 0, True):
+        with pytest.raises(ValueError, match="act_bits"):
+            gaacrt.Model(path, backend="cpu", act_bits=bad)
+
+
+def test_gaac_run_takes_act_bits():
+    from gaacrt.cli import run
+    assert run.build_parser().parse_args([]).act_bits == 16
+    assert run.build_parser().parse_args(["--act-bits", "8"]).act_bits == 8
+    with pytest.raises(SystemExit):
+        run.build_parser().parse_args(["--act-bits", "4"])

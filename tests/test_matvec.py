@@ -416,3 +416,27 @@ def test_gaac_run_takes_act_bits():
     assert run.build_parser().parse_args(["--act-bits", "8"]).act_bits == 8
     with pytest.raises(SystemExit):
         run.build_parser().parse_args(["--act-bits", "4"])
+
+
+# ---- the FFN gate (backends/cpu/elementwise*.cpp; vectorized exp on AVX2 CPUs) ------------------
+
+@pytest.mark.parametrize("act", [0, 1], ids=["silu", "gelu_tanh"])
+def test_act_mul_is_within_1e_6_of_float64_for_every_size_and_extreme(act):
+    cpu = _core.open_backend("cpu", n_threads=2)
+    rng = np.random.default_rng(31 + act)
+    for n in (1, 7, 8, 13, 1000, 20001):  # tails of the 8-wide path, and the pool's split past 16384
+        g = (rng.standard_normal(n) * 4).astype(np.float32)
+        g[: min(n, 6)] = np.array([0.0, -0.0, 90.0, -90.0, 1e-30, -200.0], np.float32)[: min(n, 6)]
+        u = rng.standard_normal(n).astype(np.float32)
+        x = g.astype(np.float64)
+        # exponent: -x (SiLU), -2z (GELU: 0.5x(1 + tanh z) as x / (1 + e^-2z), since even float64
+        # cancels 1 + tanh z to 0 at x = -10)
+        arg = -x if act == 0 else -2 * np.sqrt(2 / np.pi) * x * (1 + 0.044715 * x * x)
+        with np.errstate(over="ignore"):
+            ref = x / (1 + np.exp(arg)) * u
+        got = _core.op_act_mul(cpu, g, u, act).astype(np.float64)
+        assert np.all(np.isfinite(got))
+        # float32 rounds the exponent itself by ~6e-8 relative, which e^arg turns into ~6e-8·|arg|
+        tol = 1e-6 * (1 + np.minimum(np.abs(arg), 1e3)) * np.abs(ref) + 1e-37
+        bad = np.abs(got - ref) > tol
+        assert not bad.any(), f"n={n}: x {g[bad][:4]} gave {got[bad][:4]}, float64 {ref[bad][:4]}"

@@ -14,6 +14,9 @@ void rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int3
           ThreadPool& pool);
 void add(float* y, const float* x, int64_t n);
 void act_mul(const float* g, const float* u, int64_t n, Activation act, float* h, ThreadPool& pool);
+// act_mul's gate over a range, vectorized (elementwise_avx2.cpp; x86 builds, needs cpu_has_avx2()).
+using ActMulFn = void (*)(const float* g, const float* u, int64_t n, float* h);
+ActMulFn act_mul_avx2(Activation act);
 void softcap(float* x, int64_t n, float cap);
 void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, const float* k, const float* v,
               ThreadPool& pool);

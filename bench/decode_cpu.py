@@ -72,6 +72,7 @@ def main() -> int:
         llama_cpp = None
         print("llama-cpp-python is not installed: gaacrt figures only", file=sys.stderr)
 
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rows = []
     for nt in args.threads:
         models = {bits: _core.Model(path, "cpu", nt, 0, bits) for bits in args.act_bits}
@@ -98,8 +99,9 @@ def main() -> int:
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0, 0, 0)
     lines = [f"SmolLM2-135M Q4_1 on {platform.machine()} ({', '.join(gaacrt.cpu_isas())}), "
-             f"pp{args.n_prompt} / tg{args.n_gen}, median of {args.reps}, load average {load[0]:.2f} after the run",
-             "",
+             f"pp{args.n_prompt} / tg{args.n_gen}, median of {args.reps}, 1-minute load average {load_before:.2f} before / "
+             f"{load[0]:.2f} after the run (2-core machine shared with other work)", "",
+             f"Command: `python bench/decode_cpu.py {' '.join(sys.argv[1:])}`".replace("py `", "py`"), "",
              "| threads | act bits | gaacrt pp t/s | llama.cpp pp t/s | pp ratio | gaacrt tg t/s | llama.cpp tg t/s | tg ratio |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:

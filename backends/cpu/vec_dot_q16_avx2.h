@@ -218,7 +218,8 @@ struct IQ4XS {
     for (int k = 0; k < 2; ++k) {
       const int ib = 2 * c + k;
       const W16 v = iq4_ints(b.qs + 16 * ib);
-      (k == 0 ? s0 : s1) = {_mm256_mullo_epi16(v.lo, set16(ls[ib])), _mm256_mullo_epi16(v.hi, set16(ls[ib]))};
+      W16& dst = k == 0 ? s0 : s1;  // (assigning a braced list to a ?: lvalue is rejected by some compilers)
+      dst = W16{_mm256_mullo_epi16(v.lo, set16(ls[ib])), _mm256_mullo_epi16(v.hi, set16(ls[ib]))};
     }
   }
   __m256 mins() const { return _mm256_setzero_ps(); }

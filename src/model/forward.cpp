@@ -23,10 +23,13 @@ Forward::Forward(const ModelConfig& c, const ModelWeights& w, Backend& be, int32
   logits_ = buf(T * c.n_vocab);
   ids_ = static_cast<int32_t*>(static_cast<void*>(buf(T)));
   pos_ = static_cast<int32_t*>(static_cast<void*>(buf(T)));
-  void* p = be_.alloc(T * sizeof(KVTokenSlot) + T * sizeof(AttnSeq));
+  // Every layer's slots and sequences, so a step uploads its metadata once (not per layer).
+  const size_t L = (size_t)c.n_layer;
+  meta_bytes_ = L * T * (sizeof(KVTokenSlot) + sizeof(AttnSeq));
+  void* p = be_.alloc(meta_bytes_);
   allocs_.push_back(p);
-  slots_ = static_cast<KVTokenSlot*>(p);
-  seqs_ = reinterpret_cast<AttnSeq*>(static_cast<uint8_t*>(p) + T * sizeof(KVTokenSlot));
+  slots_ = static_cast<KVTokenSlot*>(p);  // this step's slots, then its sequences (run())
+  host_meta_.resize(meta_bytes_);
 }
 
 Forward::~Forward() {
@@ -65,23 +68,36 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
 
   be_.get_rows(w_.token_embd, ids_, n, c.embed_scale, x_);
 
-  std::vector<KVTokenSlot> slots(n);
+  // Per-layer metadata for the whole step, built on the host and uploaded in one copy:
+  // slots (layer, token) then sequences (layer, seq), packed for this step's n and n_seqs.
+  const size_t ns = seqs.size();
+  KVTokenSlot* hslots = reinterpret_cast<KVTokenSlot*>(host_meta_.data());
+  AttnSeq* hseqs = reinterpret_cast<AttnSeq*>(host_meta_.data() + (size_t)c.n_layer * n * sizeof(KVTokenSlot));
+  for (int il = 0; il < c.n_layer; ++il) {
+    for (int32_t t = 0; t < n; ++t) hslots[il * n + t] = {cache.table(b.seq[t], il), b.pos[t]};
+    for (size_t s = 0; s < ns; ++s) {
+      hseqs[il * ns + s] = seqs[s];
+      hseqs[il * ns + s].table = cache.table(seq_ids[s], il);
+    }
+  }
+  const size_t slot_bytes = (size_t)c.n_layer * n * sizeof(KVTokenSlot);
+  be_.upload(slots_, host_meta_.data(), slot_bytes + (size_t)c.n_layer * ns * sizeof(AttnSeq));
+  const AttnSeq* dseqs = reinterpret_cast<const AttnSeq*>(reinterpret_cast<const uint8_t*>(slots_) + slot_bytes);
+
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = w_.layers[il];
     const KVLayerView kv = cache.layer_view(il);
-    for (int32_t t = 0; t < n; ++t) slots[t] = {cache.table(b.seq[t], il), b.pos[t]};
-    for (size_t s = 0; s < seqs.size(); ++s) seqs[s].table = cache.table(seq_ids[s], il);
-    be_.upload(slots_, slots.data(), n * sizeof(KVTokenSlot));
-    be_.upload(seqs_, seqs.data(), seqs.size() * sizeof(AttnSeq));
+    const KVTokenSlot* slots = slots_ + il * n;
+    const AttnSeq* lseqs = dseqs + il * ns;
 
     // ---- attention block ----
     const WeightView qkv_w[3] = {L.wq, L.wk, L.wv};
     const float* qkv_b[3] = {L.bq, L.bk, L.bv};
     float* qkv_y[3] = {q_, k_, v_};
     be_.norm_matmuls(x_, L.attn_norm, c.rms_eps, n, c.n_embd, 3, qkv_w, qkv_b, qkv_y, xn_);
-    be_.qk_rope_store(q_, k_, v_, n, c.n_head, L.q_norm, L.k_norm, c.rms_eps, pos_, c.rope_for(il), kv, slots_);
+    be_.qk_rope_store(q_, k_, v_, n, c.n_head, L.q_norm, L.k_norm, c.rms_eps, pos_, c.rope_for(il), kv, slots);
     const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
-    be_.attention(kv, args, seqs_, (int32_t)seqs.size(), q_, attn_);
+    be_.attention(kv, args, lseqs, (int32_t)seqs.size(), q_, attn_);
     be_.matmul(L.wo, attn_, n, o_, nullptr);
     if (c.post_norms) be_.rms_norm(o_, L.post_attn_norm, c.rms_eps, n, c.n_embd, o_);
     be_.add(x_, o_, (int64_t)n * c.n_embd);

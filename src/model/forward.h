@@ -49,8 +49,9 @@ class Forward {
   // Activations (max_tok rows each), in backend memory.
   float *x_, *xn_, *q_, *k_, *v_, *attn_, *o_, *gate_, *up_, *logits_;
   int32_t *ids_, *pos_;
-  KVTokenSlot* slots_;
-  AttnSeq* seqs_;
+  KVTokenSlot* slots_;   // backend memory: (n_layer, n) slots then (n_layer, n_seqs) sequences of a step
+  size_t meta_bytes_ = 0;
+  std::vector<uint8_t> host_meta_;  // the step's metadata, built here and uploaded once
 };
 
 }  // namespace gaacrt

@@ -121,3 +121,22 @@ def test_check_lossless_catches_a_lossy_format(smollm):
     with pytest.raises(gaacrt.LosslessMismatch, match="logit"):
         for c in range(0, 300, 16):
             s.eval(text(smollm, 300)[c:c + 16])
+
+
+def test_e8_table_scoring_option_agrees_with_the_decode_path(smollm):
+    toks = text(smollm, 300)
+    out = {}
+    for mode in ("decode", "table"):
+        c = _core.Context(smollm._m, n_ctx=400, cache="e8", n_ubatch=16, e8_scoring=mode)
+        s = _core.Session(c)
+        for i in range(0, 288, 16):
+            s.eval(toks[i:i + 16])
+        rows = []
+        for t in toks[288:292]:  # decode steps: the table path is taken
+            s.eval([t])
+            rows.append(s.logits())
+        out[mode] = np.stack(rows)
+    d, t = out["decode"], out["table"]
+    assert np.abs(d - t).max() <= 2e-3 * np.abs(d).max() and (d.argmax(1) == t.argmax(1)).all()
+    with pytest.raises(gaacrt.GaacrtError, match="e8_scoring"):
+        _core.Context(smollm._m, n_ctx=64, cache="e8", e8_scoring="nope")

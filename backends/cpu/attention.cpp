@@ -15,6 +15,7 @@
 #include "codec/gaac/gaac_host.h"
 #include "common/error.h"
 #include "common/half.h"
+#include "codec/e8/e8_keys.h"
 #include "codec/e8/e8_rotation.h"
 #include "kv/gaac_codec.h"
 #include "kv/lossy_codecs.h"
@@ -80,8 +81,10 @@ struct Partial {  // online-softmax state of one (query token, head) over a chun
 // Processes blocks [b0, b1) of one (seq, kv-head) for all its query tokens and group heads.
 // state: (n_q, G) Partials; acc: (n_q, G, dv).
 // Returns the first block that failed to load (a corrupt slot), or -1.
+// tables (E8 table scoring, decode steps only): per query row and head, d/8 tables of 65,536
+// scores (e8_build_query_tables), laid out [row][head][d/8][65536]; null for the default path.
 int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq& s, int32_t kvh, int32_t b0,
-                     int32_t b1, const float* q, const float* q_rot, Partial* state, float* acc,
+                     int32_t b1, const float* q, const float* q_rot, const float* tables, Partial* state, float* acc,
                      std::vector<float>& kbuf, std::vector<float>& vbuf) {
   const int32_t G = a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v;
   kbuf.resize((size_t)KV_BLOCK_TOKENS * dk);
@@ -93,7 +96,19 @@ int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSe
   const AttentionMath& math = attention_math();  // the inner loops, vectorized where the CPU can
   for (int32_t b = b0; b < b1; ++b) {
     bool k_rotated = false, v_rotated = false;
-    if (!load_block(kv, s.table, kvh, 0, b, kbuf.data(), tile, &k_rotated) ||
+    // E8 table path: a compressed key block is scored by gathers from the query's tables (A)
+    // instead of being decoded (B); the block is not loaded as floats at all.
+    const uint8_t* k_slots[2] = {nullptr, nullptr};
+    bool by_table = false;
+    if (tables) {
+      by_table = true;
+      for (int32_t half = 0; half < kv.n_half; ++half) {
+        const uint32_t e = s.table[kv_entry_index(kv, kvh, 0, half, b)];
+        by_table = by_table && kv_entry_is_slot(e);
+        k_slots[half] = by_table ? kv_entry_ptr(kv, e, 0) : nullptr;
+      }
+    }
+    if ((!by_table && !load_block(kv, s.table, kvh, 0, b, kbuf.data(), tile, &k_rotated)) ||
         !load_block(kv, s.table, kvh, 1, b, vbuf.data(), tile, &v_rotated))
       return b;
     // E8 keys live in the layer's rotated basis: score them against the rotated queries.
@@ -109,7 +124,16 @@ int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSe
         float* ac = acc + ((int64_t)i * G + g) * dv;
         const int32_t nj = j1 - j0;
         float mx = st.m;
-        math.dots(qv, kbuf.data() + (j0 - b * KV_BLOCK_TOKENS) * dk, nj, dk, sc);
+        if (by_table) {
+          float all[KV_BLOCK_TOKENS];
+          const E8KVLayer& st8 = *static_cast<const E8KVLayer*>(kv.codec);
+          const size_t per = (size_t)(dk / 8) * 65536;
+          e8_score_key_block_table(*st8.host, k_slots,
+                                   tables + ((size_t)(s.q_begin + i) * a.n_head + kvh * G + g) * per, all);
+          for (int32_t j = 0; j < nj; ++j) sc[j] = all[j0 - b * KV_BLOCK_TOKENS + j];
+        } else {
+          math.dots(qv, kbuf.data() + (j0 - b * KV_BLOCK_TOKENS) * dk, nj, dk, sc);
+        }
         for (int32_t j = 0; j < nj; ++j) {
           float dot = sc[j] * a.scale;
           if (a.softcap > 0.f) dot = a.softcap * std::tanh(dot / a.softcap);
@@ -164,8 +188,9 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   std::vector<float> acc((size_t)off.back() * dv);
 
   // E8: every query row rotated once by the layer's R (scores against lattice keys in that basis).
-  std::vector<float> q_rot_buf;
+  std::vector<float> q_rot_buf, tables_buf;
   const float* q_rot = q;
+  const float* tables = nullptr;
   if (kv.format == KVFormat::E8) {
     int64_t n_rows = 0;
     for (int32_t si = 0; si < n_seqs; ++si) n_rows = std::max<int64_t>(n_rows, seqs[si].q_begin + seqs[si].n_q);
@@ -173,13 +198,25 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
     q_rot_buf.resize((size_t)n_rows * a.n_head * kv.head_dim_k);
     e8_rotate(st.rot, kv.head_dim_k, q, n_rows * a.n_head, q_rot_buf.data());
     q_rot = q_rot_buf.data();
+    // The paper's table scoring (an option, for comparison): decode steps only (one query per
+    // sequence), since each query head needs d/8 x 65,536 floats of tables.
+    bool decode_step = true;
+    for (int32_t si = 0; si < n_seqs; ++si) decode_step = decode_step && seqs[si].n_q == 1;
+    if (st.score_tables && decode_step) {
+      const size_t per = (size_t)(kv.head_dim_k / 8) * 65536;
+      tables_buf.resize((size_t)n_rows * a.n_head * per);
+      pool.parallel_for(n_rows * a.n_head, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) e8_build_query_tables(q_rot + r * kv.head_dim_k, kv.head_dim_k, tables_buf.data() + r * per);
+      });
+      tables = tables_buf.data();
+    }
   }
   std::vector<int32_t> bad(items.size(), -1);
   pool.run([&](int ith, int nth) {
     std::vector<float> kbuf, vbuf;
     for (size_t i = ith; i < items.size(); i += nth) {
       const Item& it = items[i];
-      bad[i] = attend_chunk(kv, a, seqs[it.seq], it.kvh, it.b0, it.b1, q, q_rot, state.data() + off[i],
+      bad[i] = attend_chunk(kv, a, seqs[it.seq], it.kvh, it.b0, it.b1, q, q_rot, tables, state.data() + off[i],
                             acc.data() + off[i] * dv, kbuf, vbuf);
     }
   });

@@ -11,7 +11,7 @@
 
 namespace gaacrt {
 
-LossyKVCodec::LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window)
+LossyKVCodec::LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window, bool e8_tables)
     : format_(f), be_(be), window_(window), head_dim_(cfg.head_dim_k) {
   if (window < 0) throw Error("kv", "invalid_argument", strfmt("raw window %d must not be negative", window));
   if (f != KVFormat::E8) return;
@@ -25,7 +25,7 @@ LossyKVCodec::LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int3
   dev_rot_ = static_cast<float*>(be_.alloc(rot.size() * sizeof(float)));
   be_.upload(dev_rot_, rot.data(), rot.size() * sizeof(float));
   std::vector<E8KVLayer> layers(L);
-  for (int32_t il = 0; il < L; ++il) layers[il] = {dev_rot_ + (size_t)il * d * d, e8_[il].alpha, &e8_[il]};
+  for (int32_t il = 0; il < L; ++il) layers[il] = {dev_rot_ + (size_t)il * d * d, e8_[il].alpha, &e8_[il], e8_tables ? 1 : 0};
   dev_layers_ = static_cast<E8KVLayer*>(be_.alloc(L * sizeof(E8KVLayer)));
   be_.upload(dev_layers_, layers.data(), L * sizeof(E8KVLayer));
 }

@@ -18,11 +18,12 @@ struct E8KVLayer {
   const float* rot;
   float alpha;
   const E8LayerCodec* host;
+  int32_t score_tables;   // 1: the paper's per-query lookup tables (A) on decode steps; 0: decode-in-dot (B)
 };
 
 class LossyKVCodec final : public KVCodec {
  public:
-  LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window);
+  LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window, bool e8_tables = false);
   ~LossyKVCodec() override;
 
   KVFormat format() const override { return format_; }

@@ -17,6 +17,7 @@ KVCacheParams cache_params(const Model& m, const ContextParams& p) {
   k.n_ubatch = p.n_ubatch;
   k.calibration = p.calibration;
   k.keep_raw = p.keep_raw;
+  k.e8_scoring = p.e8_scoring;
   k.model_path = m.path();
   return k;
 }

@@ -20,6 +20,7 @@ struct ContextParams {
   int32_t n_ubatch = 512;        // prefill chunk
   std::string calibration;       // GAAC sidecar; "" = "model.gaac" beside the model if present, else online
   bool keep_raw = false;         // test hook (kv_cache.h)
+  std::string e8_scoring = "decode";  // E8 scoring path (kv_cache.h)
 };
 
 class Context {

@@ -33,6 +33,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (scratch_) cudaFree(scratch_);
+  if (attn_counters_) cudaFree(attn_counters_);
   if (errors_) cudaFreeHost(errors_);
   if (stream_) cudaStreamDestroy(stream_);
 }

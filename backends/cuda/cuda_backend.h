@@ -59,6 +59,8 @@ class CudaBackend final : public Backend {
   DeviceErrors* dev_errors_ = nullptr;  // its device address
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  int32_t* attn_counters_ = nullptr;  // attention.cu: split-K arrival counters (zeroed once, kernels reset them)
+  int64_t attn_counters_n_ = 0;
 };
 
 }  // namespace gaacrt::cuda

@@ -1,0 +1,470 @@
+// attention_mma.cuh — attention over the paged KV cache on tensor cores, one kernel template for
+// the BF16 and the GAAC cache (kv/kv_view.h; shared/spec/gaac.md "Measured on the H200"; DESIGN.md
+// "Ops, graphs and the attention op"). The CPU reference is backends/cpu/attention.cpp.
+//
+// The unit of work is an M-tile: 4 query rows (row = (query token, head of the GQA group)) of one
+// kv-head. q·k and p·v are mma.sync m16n8k16 (bf16 x bf16 -> fp32) with the 16 rows of the A
+// operand holding the three bf16 parts of the 4 rows' fp32 values (hi: rows 0-3, mid: 4-7, lo:
+// 8-11; 12-15 zero; attention_ptx.cuh says why), so a K/V tile is read once from shared memory
+// for all 4 heads and the result is exact to fp32. A lane's accumulators then cover a single
+// query row (g = lane/4 and g + 8 name the same row), which keeps the softmax per lane simple:
+// the three parts of a score are summed with one shuffle (lane ^ 16), and the same for p·v at the end.
+//
+// Warps are independent: each streams its own blocks through a kStages-deep cp.async pipeline in
+// its own shared buffers (no __syncthreads in the loop) and keeps an online softmax (m, l, O).
+//   * decode-sized sequences (n_q * G <= 16 rows, e.g. one token of a GQA group): the visible blocks
+//     are cut into chunks of 4 blocks aligned to absolute block indices, the chunks into n_split
+//     contiguous ranges, one per thread block (split-K); inside a thread block the warps take
+//     M-tiles (ceil(rows / 4)) and deal the blocks of the range round-robin (4 warps for a group
+//     of <= 4 heads: each tile is loaded and decoded once for the whole group). The warps' states
+//     are merged in shared memory, the thread block writes its partial state, and the last thread
+//     block of its (sequence, kv-head) to arrive (an atomic counter) merges all n_split partials
+//     in split order and writes the output: no second kernel.
+//   * prefill-sized sequences: thread block x takes row groups x, x + n_split, ... of 16 rows,
+//     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself.
+// n_split depends only on the batch's number of sequences and the GPU, and every order of
+// summation (blocks in a warp, warps in a block, splits) is fixed by lengths alone, so a GAAC
+// cache (whose loader rebuilds the very BF16 bits) gives bit-identical results to a BF16 cache.
+#pragma once
+#include <cmath>
+
+#include "../cuda_backend.h"
+#include "../cuda_common.h"
+#include "attention_tiles.cuh"
+
+namespace gaacrt::cuda::attn {
+
+constexpr int kWarps = 4, kThreads = kWarps * 32;
+constexpr int kRowsPerTile = 4, kRowsPerGroup = kWarps * kRowsPerTile;  // 16
+constexpr int kChunkBlocks = 4;                                         // 64 tokens
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int kD>
+constexpr int stages_for() { return kD > 128 ? 2 : kStages; }  // 256-dim heads: two tiles per block
+
+struct KernelArgs {
+  KVLayerView kv;
+  AttentionArgs a;
+  const AttnSeq* seqs;
+  const float* q;
+  float* out;
+  float* part;         // [unit][n_split][16 rows][dv + 2]: m, l, O of each thread block
+  int32_t* counters;   // [unit] arrivals (zero between launches: the last block resets its own)
+  int32_t n_split;
+  uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
+  uint32_t warp_bytes;  // shared bytes of one warp's buffers
+  DeviceErrors* err;
+};
+
+// Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
+// several tiles are bad at once the report names one of them.
+__device__ inline void record_corrupt(DeviceErrors* err, int32_t layer, int32_t head, int32_t block) {
+  volatile DeviceErrors* e = err;
+  e->layer = layer;
+  e->head = head;
+  e->block = block;
+  __threadfence_system();
+  e->code = 1;
+}
+
+// Scores, online softmax and weighted values of one block of 16 keys for this lane's query row
+// (visible keys lo..pos; log2 domain: m and the scores are in units of log2).
+template <int kD>
+__device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* vt, int32_t b, int32_t pos, int32_t lo,
+                                           const uint32_t (&qa)[kD / 16][4], float (&o)[kD / 8][4], float& m,
+                                           float& l, const AttentionArgs& a) {
+  constexpr int kRow = TileGeom<kD>::kRow, kKs = kD / 16;
+  const int lane = threadIdx.x & 31, tig = lane & 3, mi = lane >> 3, ri = lane & 7;
+  const bool upper = lane >= 16;
+  // q·k for keys 0-7 (s[0]) and 8-15 (s[1]); two chains each (even / odd k-steps) for latency.
+  float s[2][2][4] = {};
+  const uint16_t* kp = kt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
+#pragma unroll
+  for (int kk = 0; kk < kKs; ++kk) {
+    uint32_t r[4];
+    ldmatrix_x4(r, kp + 16 * kk);
+    mma_bf16(s[0][kk & 1], qa[kk], r[0], r[1]);
+    mma_bf16(s[1][kk & 1], qa[kk], r[2], r[3]);
+  }
+  // Parts: rows g (hi on lanes < 16, mid on lanes >= 16) and g + 8 (lo, or zero rows): own two
+  // plus the partner lane's two. Both lanes get the same bits (a + b == b + a).
+  float sc[4];
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float x = (s[n][0][c] + s[n][1][c]) + (s[n][0][c + 2] + s[n][1][c + 2]);
+      sc[2 * n + c] = x + __shfl_xor_sync(kFull, x, 16);
+    }
+  const int32_t kb = b * KV_BLOCK_TOKENS + 2 * tig;
+  float bmax = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int32_t key = kb + (j & 1) + 8 * (j >> 1);
+    float x = sc[j] * a.scale;
+    if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
+    // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
+    sc[j] = key >= lo && key <= pos ? x * kLog2e : -INFINITY;
+    bmax = fmaxf(bmax, sc[j]);
+  }
+  bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
+  bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
+  const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
+  const float corr = exp2f(m - mref);  // 0 until the first visible key (m = -inf)
+  float p[4], rs = 0.f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    p[j] = exp2f(sc[j] - mref);
+    rs += p[j];
+  }
+  rs += __shfl_xor_sync(kFull, rs, 1);
+  rs += __shfl_xor_sync(kFull, rs, 2);
+  l = l * corr + rs;
+  m = mn;
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
+  // p as the A operand: the score accumulators' layout is the A layout (keys 2t,2t+1 and +8).
+  const Split3 pa = split3(p[0], p[1]), pb = split3(p[2], p[3]);
+  const uint32_t pf[4] = {upper ? pa.mid : pa.hi, upper ? 0u : pa.lo, upper ? pb.mid : pb.hi, upper ? 0u : pb.lo};
+  const uint16_t* vp = vt + (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
+#pragma unroll
+  for (int np = 0; np < kD / 16; ++np) {
+    uint32_t r[4];
+    ldmatrix_x4_trans(r, vp + 16 * np);
+    mma_bf16(o[2 * np], pf, r[0], r[1]);
+    mma_bf16(o[2 * np + 1], pf, r[2], r[3]);
+  }
+}
+
+// One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
+// below b_end: leaves this lane's row state (parts not yet summed) in o, m, l.
+template <int kD, bool kGaac>
+__device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
+                                         int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
+                                         uint8_t* wbase, const GaacLanes& GL,
+                                         const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                         const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
+                                         float& m, float& l) {
+  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
+  const KVLayerView& kv = P.kv;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  const bool upper = lane >= 16;
+  const int32_t G = P.a.n_head / kv.n_head_kv, dk = kv.head_dim_k;
+  const int32_t R = r0 + (g & 3);
+  const bool valid = R < n_rows;
+  const int32_t i = valid ? R / G : 0, gq = valid ? R % G : 0;
+  const int32_t pos = valid ? s.pos0 + i : -1;  // -1: no key is visible
+  const int32_t lo = P.a.sliding_window > 0 ? max(0, pos - P.a.sliding_window + 1) : 0;
+  const int32_t len = s.pos0 + s.n_q;  // tokens in the cache
+
+  // Query fragments, split into three bf16 parts (see the header).
+  uint32_t qa[kD / 16][4];
+  const float* qv = P.q + ((int64_t)(s.q_begin + i) * P.a.n_head + kvh * G + gq) * dk;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int c = 16 * kk + 2 * tig;
+    float x[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int ch = c + (u & 1) + 8 * (u >> 1);
+      x[u] = valid && ch < dk ? qv[ch] : 0.f;
+    }
+    const Split3 p0 = split3(x[0], x[1]), p1 = split3(x[2], x[3]);
+    qa[kk][0] = upper ? p0.mid : p0.hi;
+    qa[kk][1] = upper ? 0u : p0.lo;
+    qa[kk][2] = upper ? p1.mid : p1.hi;
+    qa[kk][3] = upper ? 0u : p1.lo;
+  }
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
+  m = -INFINITY;
+  l = 0.f;
+
+  const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;  // one stage's K (or V)
+  uint8_t* dec = wbase + kS * 2 * kv_bytes;                                            // GAAC: decoded K, V
+  const GaacKVLayer* st = kGaac ? static_cast<const GaacKVLayer*>(kv.codec) : nullptr;
+  const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
+
+#pragma unroll
+  for (int p = 0; p < kS - 1; ++p) {
+    if (p < n_iter) {
+      uint8_t* sk = wbase + (2 * p) * kv_bytes;
+      if constexpr (kGaac)
+        issue_gaac<kD>(kv, *st, s.table, kvh, b_first + p * b_step, sk, sk + kv_bytes, P.half_bytes, lane);
+      else
+        issue_bf16<kD>(kv, s.table, kvh, b_first + p * b_step, reinterpret_cast<uint16_t*>(sk),
+                       reinterpret_cast<uint16_t*>(sk + kv_bytes), lane);
+    }
+    cp_async_commit();
+  }
+  for (int32_t it = 0; it < n_iter; ++it) {
+    {
+      const int32_t nx = it + kS - 1;
+      if (nx < n_iter) {
+        uint8_t* sk = wbase + (2 * (nx % kS)) * kv_bytes;
+        if constexpr (kGaac)
+          issue_gaac<kD>(kv, *st, s.table, kvh, b_first + nx * b_step, sk, sk + kv_bytes, P.half_bytes, lane);
+        else
+          issue_bf16<kD>(kv, s.table, kvh, b_first + nx * b_step, reinterpret_cast<uint16_t*>(sk),
+                         reinterpret_cast<uint16_t*>(sk + kv_bytes), lane);
+      }
+      cp_async_commit();
+    }
+    cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
+    __syncwarp();             // ... and every lane's
+    const int32_t b = b_first + it * b_step;
+    uint8_t* sk = wbase + (2 * (it % kS)) * kv_bytes;
+    uint16_t *kt, *vt;
+    bool ok = true;
+    if constexpr (kGaac) {
+      kt = reinterpret_cast<uint16_t*>(dec);
+      vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
+      ok = decode_gaac_block<kD>(kv, *st, s.table, kvh, b, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
+      if (!ok && lane == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
+      __syncwarp();
+    } else {
+      kt = reinterpret_cast<uint16_t*>(sk);
+      vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
+    }
+    if (ok) {
+      // The newest block's rows past the last token were never written: a NaN there times p = 0
+      // would still poison p·v, so zero those V rows (K's are masked by select).
+      const int32_t n_valid = len - b * KV_BLOCK_TOKENS;
+      if (n_valid < KV_BLOCK_TOKENS) {
+        for (int x = lane; x < (KV_BLOCK_TOKENS - n_valid) * (kD / 8); x += 32)
+          *reinterpret_cast<uint4*>(vt + (n_valid + x / (kD / 8)) * kRow + 8 * (x % (kD / 8))) = make_uint4(0, 0, 0, 0);
+        __syncwarp();
+      }
+      block_math<kD>(kt, vt, b, pos, lo, qa, o, m, l, P.a);
+    }
+    __syncwarp();  // the stage is read: the next issue may overwrite it
+  }
+}
+
+// o's three parts of this lane's row summed (lanes l and l ^ 16 get the same values).
+template <int kD>
+__device__ __forceinline__ void sum_parts(const float (&o)[kD / 8][4], float (&oc)[kD / 8][2]) {
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float x = o[nt][c] + o[nt][c + 2];
+      oc[nt][c] = x + __shfl_xor_sync(kFull, x, 16);
+    }
+}
+
+template <int kD, bool kGaac>
+__global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kernel(const KernelArgs P) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int s_last;
+  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
+  constexpr int kR = TileGeom<kD>::kRounds;
+  const KVLayerView& kv = P.kv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
+  const AttnSeq s = P.seqs[blockIdx.z];
+  const int32_t kvh = blockIdx.y, split = blockIdx.x;
+  const int32_t G = P.a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v, n_rows = s.n_q * G;
+  const int32_t td = kv.tile_dim, d = kv.n_half * td, W = P.a.sliding_window;
+  if (n_rows <= 0) return;
+  uint8_t* wbase = smem + warp * P.warp_bytes;
+
+  // Columns d .. kD-1 of padded heads (d = 48 runs as kD = 64) are never written by the loaders:
+  // zero them once so that 0 * garbage cannot appear.
+  if (d < kD) {
+    const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
+    uint8_t* t0 = kGaac ? wbase + kS * 2 * kv_bytes : wbase;
+    const int n_tiles = kGaac ? 2 : 2 * kS;
+    for (int t = 0; t < n_tiles; ++t)
+      for (int x = lane; x < KV_BLOCK_TOKENS * (kD - d); x += 32)
+        reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
+    __syncwarp();
+  }
+
+  // GAAC: this lane's decode assignment and its bases (8 b3 + 8 b4 bytes per tile it decodes).
+  GaacLanes GL = {};
+  GaacU32x2 b3[kR], b4[kR];
+#pragma unroll
+  for (int rd = 0; rd < kR; ++rd) b3[rd] = b4[rd] = GaacU32x2{0u, 0u};
+  if constexpr (kGaac) {
+    const GaacKVLayer* st = static_cast<const GaacKVLayer*>(kv.codec);
+    GL = gaac_lanes_of(td, kv.n_half, lane);
+#pragma unroll
+    for (int rd = 0; rd < kR; ++rd) {
+      const int ti = rd * GL.nsub + GL.sub;
+      if (rd < GL.rounds && ti < 2 * kv.n_half && GL.li < GL.nl) {
+        const int32_t is_v = ti >= kv.n_half, half = is_v ? ti - kv.n_half : ti;
+        const int64_t off = (int64_t)kvh * (is_v ? dv : dk) + half * td + 8 * (GL.li % gaac_group_cols(td));
+        b3[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
+        b4[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
+      }
+    }
+  }
+
+  float o[kD / 8][4], oc[kD / 8][2], m, l;
+  if (n_rows > kRowsPerGroup) {
+    // ---- prefill-sized: row groups of 16, one M-tile per warp, whole visible range ----
+    for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += P.n_split) {
+      const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
+      int32_t b0 = 0, b1 = 0;
+      if (r0 < n_rows) {
+        const int32_t p0 = s.pos0 + r0 / G, p1 = s.pos0 + min(n_rows - 1, r0 + kRowsPerTile - 1) / G;
+        b0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS;
+        b1 = p1 / KV_BLOCK_TOKENS + 1;
+      }
+      run_rows<kD, kGaac>(P, s, kvh, r0, n_rows, b0, b1, 1, wbase, GL, b3, b4, o, m, l);
+      sum_parts<kD>(o, oc);
+      const int32_t R = r0 + (lane >> 2);
+      if (lane < 16 && R < n_rows) {
+        float* op = P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv;
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kD / 8; ++nt) {
+          const int ch = 8 * nt + 2 * tig;
+          if (ch < dv) op[ch] = oc[nt][0] * inv;
+          if (ch + 1 < dv) op[ch + 1] = oc[nt][1] * inv;
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- decode-sized: this block's share of the chunks; warps = (M-tile, key group) ----
+  int n_mt = (n_rows + kRowsPerTile - 1) / kRowsPerTile;
+  if (n_mt == 3) n_mt = 4;
+  const int n_kg = kWarps / n_mt, mt = warp % n_mt, kg = warp / n_mt;
+  const int32_t p_last = s.pos0 + (n_rows - 1) / G;
+  const int32_t b_lo = (W > 0 ? max(0, s.pos0 - W + 1) : 0) / KV_BLOCK_TOKENS, b_hi = p_last / KV_BLOCK_TOKENS + 1;
+  const int32_t c0 = b_lo / kChunkBlocks, c1 = (b_hi - 1) / kChunkBlocks + 1;
+  const int32_t per = (c1 - c0 + P.n_split - 1) / P.n_split;
+  const int32_t B0 = max(b_lo, (c0 + split * per) * kChunkBlocks);
+  const int32_t B1 = kRowsPerTile * mt < n_rows ? min(b_hi, (c0 + (split + 1) * per) * kChunkBlocks) : B0;
+  run_rows<kD, kGaac>(P, s, kvh, kRowsPerTile * mt, n_rows, B0 + kg, B1, n_kg, wbase, GL, b3, b4, o, m, l);
+  sum_parts<kD>(o, oc);
+
+  // Warps' states -> shared [warp][4 rows][dv + 2] (m, l, O), merged in key-group order.
+  cp_async_wait<0>();
+  __syncthreads();
+  const int rs = dv + 2;
+  float* ws = reinterpret_cast<float*>(smem);
+  if (lane < 16) {
+    float* w = ws + (warp * kRowsPerTile + (lane >> 2)) * rs;
+    if (tig == 0) {
+      w[0] = m;
+      w[1] = l;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const int ch = 8 * nt + 2 * tig;
+      if (ch < dv) w[2 + ch] = oc[nt][0];
+      if (ch + 1 < dv) w[3 + ch] = oc[nt][1];
+    }
+  }
+  __syncthreads();
+  const int64_t unit = (int64_t)blockIdx.z * kv.n_head_kv + kvh;
+  for (int e = threadIdx.x; e < n_rows * rs; e += kThreads) {
+    const int R = e / rs, c = e % rs, base = (R / kRowsPerTile) * kRowsPerTile + R % kRowsPerTile;
+    float M = -INFINITY;
+    for (int k = 0; k < n_kg; ++k) M = fmaxf(M, ws[(base + k * n_mt * kRowsPerTile) * rs]);
+    float L = 0.f, acc = 0.f;
+    for (int k = 0; k < n_kg; ++k) {
+      const float* w = ws + (base + k * n_mt * kRowsPerTile) * rs;
+      const float f = w[0] == -INFINITY ? 0.f : exp2f(w[0] - M);
+      L += w[1] * f;
+      acc += w[c] * f;
+    }
+    if (P.n_split == 1) {
+      if (c >= 2)
+        P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c - 2] = L > 0.f ? acc / L : 0.f;
+    } else {
+      P.part[((unit * P.n_split + split) * kRowsPerGroup + R) * rs + c] = c == 0 ? M : (c == 1 ? L : acc);
+    }
+  }
+  if (P.n_split == 1) return;
+
+  // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == P.n_split - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  const int ns = P.n_split;
+  float* fm = reinterpret_cast<float*>(smem);  // [n_rows][ns] m, then l, then 1/L per row
+  float* fl = fm + n_rows * ns;
+  float* inv = fl + n_rows * ns;
+  const float* pu = P.part + unit * ns * kRowsPerGroup * rs;
+  for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
+    const int R = e / ns, sp = e % ns;
+    fm[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs);
+    fl[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < n_rows) {
+    const int R = threadIdx.x;
+    float M = -INFINITY, L = 0.f;
+    for (int sp = 0; sp < ns; ++sp) M = fmaxf(M, fm[R * ns + sp]);
+    for (int sp = 0; sp < ns; ++sp) {
+      const float f = fm[R * ns + sp] == -INFINITY ? 0.f : exp2f(fm[R * ns + sp] - M);
+      fm[R * ns + sp] = f;  // now the split's weight
+      L += fl[R * ns + sp] * f;
+    }
+    inv[R] = L > 0.f ? 1.f / L : 0.f;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < n_rows * dv; e += kThreads) {
+    const int R = e / dv, c = e % dv;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int sp = 0; sp < ns; ++sp) acc += __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 2 + c) * fm[R * ns + sp];
+    P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc * inv[R];
+  }
+  if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
+}
+
+// Shared bytes the kernel needs for head size kD: the warps' buffers, or the merges' scratch if
+// larger. Also returns one warp's share.
+inline size_t smem_bytes(int kD, bool gaac, int32_t n_half, uint32_t half_bytes, int32_t dv, int32_t n_split,
+                         uint32_t* warp_bytes) {
+  const uint32_t tile = KV_BLOCK_TOKENS * (kD + 8) * 2, stages = kD > 128 ? 2 : kStages;
+  const uint32_t kv_bytes = gaac ? n_half * half_bytes : tile;
+  *warp_bytes = stages * 2 * kv_bytes + (gaac ? 2 * tile : 0);
+  const size_t warps = (size_t)kWarps * *warp_bytes;
+  const size_t merge_a = (size_t)kWarps * kRowsPerTile * (dv + 2) * sizeof(float);
+  const size_t merge_b = ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);
+  const size_t s = warps > merge_a ? warps : merge_a;
+  return s > merge_b ? s : merge_b;
+}
+
+// Launches the kernel of one head size (raising the dynamic shared-memory limit the first time a
+// device needs more than the default 48 KB for it).
+template <int kD, bool kGaac>
+inline void launch_one(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
+  static size_t allowed[64] = {};
+  if (smem > 48 * 1024 && (device < 0 || device >= 64 || allowed[device] < smem)) {
+    GAACRT_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<kD, kGaac>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (device >= 0 && device < 64) allowed[device] = smem;
+  }
+  attention_mma_kernel<kD, kGaac><<<grid, kThreads, smem, stream>>>(P);
+}
+
+template <bool kGaac>
+inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
+  switch (kD) {
+    case 16: launch_one<16, kGaac>(P, grid, smem, stream, device); break;
+    case 32: launch_one<32, kGaac>(P, grid, smem, stream, device); break;
+    case 64: launch_one<64, kGaac>(P, grid, smem, stream, device); break;
+    case 128: launch_one<128, kGaac>(P, grid, smem, stream, device); break;
+    default: launch_one<256, kGaac>(P, grid, smem, stream, device); break;
+  }
+}
+
+// Defined in attention_bf16.cu / attention_gaac.cu (two files: nvcc builds them in parallel).
+void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+
+}  // namespace gaacrt::cuda::attn

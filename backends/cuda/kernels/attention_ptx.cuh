@@ -1,0 +1,79 @@
+// attention_ptx.cuh — the sm_80+ PTX pieces of the tensor-core attention kernel
+// (attention_mma.cuh): cp.async copies, ldmatrix, mma.sync m16n8k16 (bf16 in, fp32 accumulate),
+// and the exact three-way split of an fp32 value into bf16 parts.
+//
+// Why split: the tensor cores multiply bf16 by bf16. K and V are bf16 already (the cache stores
+// them so), but q and the softmax weights p are fp32. Rounding them to bf16 would cost 8 bits of
+// every score (relative error 2^-9, far above the CPU reference's 1e-5). x = hi + mid + lo with
+// each part the bf16 rounding of what is left is exact to fp32's 24 bits, and bf16 x bf16
+// products are exact in the fp32 accumulator, so three products give the fp32 q·k. The kernel
+// puts the three parts in different rows of the 16-row A operand (rows are free: a GQA group of
+// 4 heads fills only 4 of them), so the split costs no extra mma.
+#pragma once
+#include <cuda_bf16.h>
+#include <cstdint>
+
+namespace gaacrt::cuda::attn {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// 16-byte asynchronous copy global -> shared; src_bytes 0 fills the destination with zeros.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+// Four 8x8 bf16 matrices; thread t gives the row address of matrix t/8, row t%8, and receives
+// element pair (row t/4, cols 2(t%4), +1) of each (transposed with .trans).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p))
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p))
+               : "memory");
+}
+
+// D = A(16x16, row) * B(16x8, col) + D, bf16 inputs, fp32 accumulators. Fragments (g = lane/4,
+// c = 2*(lane%4)): a0 (row g, cols c,c+1), a1 (row g+8), a2 (row g, cols c+8,c+9), a3 (row g+8,
+// cols c+8); b0 (k c,c+1; n g), b1 (k c+8,c+9; n g); d0,d1 (row g, cols c,c+1), d2,d3 (row g+8).
+__device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats rounded to nearest bf16 in one word (x0 in the low half), and back.
+__device__ __forceinline__ uint32_t pack_bf16x2(float x0, float x1) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+// x = hi + mid + lo (each a bf16 pair): every difference below is exact in fp32, and three
+// bf16 parts carry 24 significant bits, so the split loses nothing a float has.
+struct Split3 {
+  uint32_t hi, mid, lo;
+};
+__device__ __forceinline__ Split3 split3(float x0, float x1) {
+  Split3 s;
+  s.hi = pack_bf16x2(x0, x1);
+  const float r0 = x0 - bf16_lo(s.hi), r1 = x1 - bf16_hi(s.hi);
+  s.mid = pack_bf16x2(r0, r1);
+  s.lo = pack_bf16x2(r0 - bf16_lo(s.mid), r1 - bf16_hi(s.mid));
+  return s;
+}
+
+}  // namespace gaacrt::cuda::attn

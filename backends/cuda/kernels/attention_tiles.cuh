@@ -1,0 +1,217 @@
+// attention_tiles.cuh — the tile loaders of the tensor-core attention kernel (attention_mma.cuh):
+// the only code that differs between the BF16 and the GAAC cache (kv/kv_view.h; shared/spec/gaac.md
+// "Tile"; the slot layout and lane map of codec/gaac/gaac_format.h).
+//
+// Every loader leaves a block's K and V as BF16 rows [16][kRow] in shared memory (kRow = kD + 8:
+// the 16 spare bytes per row put the 8 rows an ldmatrix reads in 8 different bank groups).
+//   * BF16 pages: cp.async straight into the row layout, kStages blocks ahead (issue_bf16).
+//   * GAAC slots: cp.async of the slot bytes (fixed part + escape capacity) into a staging buffer,
+//     kStages blocks ahead (issue_gaac); when the block's turn comes, the warp decodes them
+//     (decode_gaac_block): sub-warps of td/4 lanes (a warp for td = 128, two tiles at once for
+//     td = 64) each own one tile, lane li owns group column li % (td/8) of that tile for the whole
+//     kernel, so its 8 b3 and 8 b4 bases are loaded once into 4 registers. A raw page in a GAAC
+//     cache (the partial newest block, a tile that did not fit its slot) is prefetched into L2 at
+//     issue time and copied synchronously at decode time; an empty entry becomes zeros.
+#pragma once
+#include "codec/gaac/gaac_format.h"
+#include "kv/gaac_codec.h"
+#include "kv/kv_view.h"
+#include "attention_ptx.cuh"
+
+namespace gaacrt::cuda::attn {
+
+constexpr int32_t kStages = 3;  // blocks in the pipeline of each warp (2 in flight while one computes)
+constexpr uint32_t kFull = 0xFFFFFFFFu;
+
+template <int kD>
+struct TileGeom {
+  static constexpr int kRow = kD + 8;                          // bf16 elements per shared row
+  static constexpr int kTileBytes = KV_BLOCK_TOKENS * kRow * 2;
+  static constexpr int kTd = kD > KV_TILE_MAX_DIM ? KV_TILE_MAX_DIM : kD;  // the usual tile_dim
+  // Decode rounds of a warp: 2 * n_half tiles, 32 / (td/4) decoded at once.
+  static constexpr int kRounds = kD > 128 ? 4 : (kD > 64 ? 2 : 1);
+};
+
+// Escape bytes a tile can ever need (every group raw): caps what is staged of a large capacity.
+__host__ __device__ inline uint32_t gaac_stage_bytes(int32_t td, uint32_t capacity) {
+  const uint32_t esc = capacity < gaac_max_escape_bytes(td) ? capacity : gaac_max_escape_bytes(td);
+  return (gaac_fixed_bytes(td) + esc + 15u) & ~15u;
+}
+
+// 16-byte chunk c of a [16][td] page -> its place in the row layout, column offset col0.
+template <int kD>
+__device__ __forceinline__ int chunk_dst(int c, int32_t td, int32_t col0) {
+  constexpr int kTd = TileGeom<kD>::kTd, kRow = TileGeom<kD>::kRow;
+  const int e = c * 8;
+  const int row = td == kTd ? e / kTd : e / td, col = td == kTd ? e % kTd : e % td;
+  return row * kRow + col0 + col;
+}
+
+// ---- BF16 cache: cp.async of one block's 2 * n_half pages into K and V rows -----------------
+template <int kD>
+__device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t* __restrict__ table, int32_t kvh,
+                                           int32_t b, uint16_t* kt, uint16_t* vt, int lane) {
+  const int32_t td = kv.tile_dim;
+  for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
+    const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+    const uint32_t e = table[kv_entry_index(kv, kvh, is_v, half, b)];
+    uint16_t* dst = is_v ? vt : kt;
+    const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
+    if (td % 8 == 0) {
+      const uint32_t n = e == KV_ENTRY_EMPTY ? 0u : 16u;  // released page: zeros (never visible)
+      for (int c = lane; c < 2 * td; c += 32) cp_async16(dst + chunk_dst<kD>(c, td, half * td), src + 16 * c, n);
+    } else {  // odd head dims: a plain synchronous copy
+      const uint16_t* p = reinterpret_cast<const uint16_t*>(src);
+      for (int x = lane; x < KV_BLOCK_TOKENS * td; x += 32)
+        dst[(x / td) * TileGeom<kD>::kRow + half * td + x % td] = e == KV_ENTRY_EMPTY ? 0 : p[x];
+    }
+  }
+}
+
+// ---- GAAC cache ------------------------------------------------------------------------------
+// Issue: the slot bytes of each of the block's tiles into staging[is_v] + half * half_bytes.
+template <int kD>
+__device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLayer& st,
+                                           const uint32_t* __restrict__ table, int32_t kvh, int32_t b,
+                                           uint8_t* stage_k, uint8_t* stage_v, uint32_t half_bytes, int lane) {
+  const int32_t td = kv.tile_dim;
+  for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
+    const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+    const uint32_t e = table[kv_entry_index(kv, kvh, is_v, half, b)];
+    if (e == KV_ENTRY_EMPTY) continue;
+    const uint8_t* src = kv_entry_ptr(kv, e, is_v);
+    if (!kv_entry_is_slot(e)) {  // raw page: warm L2 now, copied at decode time
+      if (lane * 128 < KV_BLOCK_TOKENS * td * 2) prefetch_l2(src + lane * 128);
+      continue;
+    }
+    uint8_t* dst = (is_v ? stage_v : stage_k) + half * half_bytes;
+    const uint32_t nb = gaac_stage_bytes(td, st.capacity[is_v]);
+    const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
+                                                      ? st.capacity[is_v] : gaac_max_escape_bytes(td));
+    if (((uintptr_t)src & 15u) == 0 && need == nb) {
+      for (uint32_t c = lane; c < nb / 16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
+    } else {  // a slot size that breaks 16-byte alignment: plain byte copy of exactly the slot
+      for (uint32_t x = lane; x < need; x += 32) dst[x] = src[x];
+    }
+  }
+}
+
+// Copies (or zeroes, src == nullptr) a raw [16][td] page into rows at column col0; lanes li of nl.
+template <int kD>
+__device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, int32_t col0, uint16_t* dst, int li,
+                                               int nl) {
+  const int n = 2 * td;  // 16-byte chunks
+  for (int c = li; c < n; c += nl) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (src) v = *reinterpret_cast<const uint4*>(src + 16 * c);
+    *reinterpret_cast<uint4*>(dst + chunk_dst<kD>(c, td, col0)) = v;
+  }
+}
+
+// Lane li of a tile's td/4 decoders: its 8 groups (tokens 4i + 2h + jj, column gcol) from the
+// staged slot into rows. xo / ro: its first X byte and R record in the escape area.
+__device__ __forceinline__ void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint32_t xo, uint32_t ro,
+                                                 GaacU32x2 b3, GaacU32x2 b4, uint16_t* dst, int row) {
+  const int32_t G = gaac_group_cols(td), nl = gaac_lanes(td);
+  const int h = li >= G ? 1 : 0, gcol = li - h * G;
+  const uint8_t* esc = stg + gaac_fixed_bytes(td);
+  const uint4 wa = *reinterpret_cast<const uint4*>(stg + gaac_codes_a_offset(td) + 16 * li);
+  const uint2 wb = *reinterpret_cast<const uint2*>(stg + gaac_codes_b_offset(td) + 8 * li);
+  const uint32_t w[6] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y};
+  const uint32_t tags = *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * li);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint4 sm = *reinterpret_cast<const uint4*>(stg + 16 * (i * nl + li));
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = 2 * i + jj;
+      const uint32_t tag = (tags >> (2 * j)) & 3u;
+      // Predicated escape reads (the branch-free contract of gaac_group_exponents).
+      uint32_t x = 0, r4 = 0;
+      if (tag != GAAC_TAG_3BIT) x = esc[xo];
+      if (tag == GAAC_TAG_RAW)
+        r4 = (uint32_t)esc[ro] | ((uint32_t)esc[ro + 1] << 8) | ((uint32_t)esc[ro + 2] << 16) |
+             ((uint32_t)esc[ro + 3] << 24);
+      xo += tag != GAAC_TAG_3BIT;
+      ro += tag == GAAC_TAG_RAW ? 4u : 0u;
+      const int s = 3 * (j >> 2);
+      const GaacU32x2 low3 = gaac_group_codes(w[s], w[s + 1], w[s + 2], j & 3);
+      const GaacU32x2 ex = gaac_group_exponents(tag, b3, b4, low3, x, r4);
+      const GaacU32x2 p = gaac_bf16x4(jj ? sm.z : sm.x, ex.lo), q = gaac_bf16x4(jj ? sm.w : sm.y, ex.hi);
+      const int t = 4 * i + 2 * h + jj;
+      *reinterpret_cast<uint4*>(dst + t * row + 8 * gcol) = make_uint4(p.lo, p.hi, q.lo, q.hi);
+    }
+  }
+}
+
+// Per-lane decode assignment, fixed for the kernel: sub-warp `sub` of nlp (a power of two >= the
+// td/4 decoders) lanes, lane li in it; round rd decodes tile rd * nsub + sub (K halves, then V).
+struct GaacLanes {
+  int nl, nlp, nsub, sub, li, rounds;
+};
+__device__ __forceinline__ GaacLanes gaac_lanes_of(int32_t td, int32_t n_half, int lane) {
+  GaacLanes g;
+  g.nl = gaac_lanes(td);
+  g.nlp = 1;
+  while (g.nlp < g.nl) g.nlp <<= 1;
+  g.nsub = 32 / g.nlp;
+  g.sub = lane / g.nlp;
+  g.li = lane % g.nlp;
+  g.rounds = (2 * n_half + g.nsub - 1) / g.nsub;
+  return g;
+}
+
+// Decodes one block (2 * n_half tiles) from staging into K / V rows. Returns false (warp-uniform)
+// when a slot fails validation (reserved tag, escapes beyond the capacity): the caller records it
+// and skips the block. Rows of every tile are written (zeros for an empty entry).
+template <int kD>
+__device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacKVLayer& st,
+                                                  const uint32_t* __restrict__ table, int32_t kvh, int32_t b,
+                                                  const uint8_t* stage_k, const uint8_t* stage_v,
+                                                  uint32_t half_bytes, const GaacLanes& L,
+                                                  const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                                  const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
+                                                  uint16_t* vt) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int32_t td = kv.tile_dim, nh = kv.n_half;
+  bool ok = true;
+#pragma unroll
+  for (int rd = 0; rd < TileGeom<kD>::kRounds; ++rd) {
+    if (rd >= L.rounds) break;  // warp-uniform
+    const int ti = rd * L.nsub + L.sub;
+    const bool active = ti < 2 * nh && L.li < L.nl;
+    const int32_t is_v = ti >= nh, half = is_v ? ti - nh : ti;
+    const uint32_t e = active ? table[kv_entry_index(kv, kvh, is_v, half, b)] : KV_ENTRY_EMPTY;
+    const bool slot = active && kv_entry_is_slot(e);
+    const uint8_t* stg = (is_v ? stage_v : stage_k) + half * half_bytes;
+    const uint32_t tags = slot ? *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * L.li) : 0u;
+    const GaacTagMasks m = gaac_tag_masks(tags);
+    const uint32_t seg = (L.nlp == 32 ? kFull : ((1u << L.nlp) - 1u)) << (L.sub * L.nlp);
+    const bool seg_bad = (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
+    // Segmented inclusive scan of (n_x | n_raw << 16): X bytes and R records before each lane.
+    const uint32_t mine = __popc(m.x) | ((uint32_t)__popc(m.raw) << 16);
+    uint32_t inc = mine;
+    if (__any_sync(kFull, mine != 0)) {
+      for (int o = 1; o < L.nlp; o <<= 1) {
+        const uint32_t t = __shfl_up_sync(kFull, inc, o, L.nlp);
+        if (L.li >= o) inc += t;
+      }
+    }
+    const uint32_t total = __shfl_sync(kFull, inc, L.nlp - 1, L.nlp);
+    const uint32_t n_x = total & 0xFFFFu, n_raw = total >> 16;
+    const bool bad = slot && (seg_bad || n_x + 4u * n_raw > st.capacity[is_v]);
+    if (__any_sync(kFull, bad)) ok = false;
+    uint16_t* dst = is_v ? vt : kt;
+    if (slot && !bad) {
+      const GaacU32x2 w3 = b3[rd], w4 = b4[rd];
+      const uint32_t excl = inc - mine;
+      decode_gaac_lane(stg, td, L.li, excl & 0xFFFFu, n_x + 4u * (excl >> 16), w3, w4, dst + half * td, kRow);
+    } else if (active && !slot) {  // raw page (newest block, or a tile that did not fit) or empty
+      copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, td, half * td,
+                         dst, L.li, L.nl);
+    }
+  }
+  return ok;
+}
+
+}  // namespace gaacrt::cuda::attn

@@ -49,6 +49,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     if (!gaac_tile_dim_ok(td))
       throw Error("backend", "invalid_argument", strfmt("cuda attention: GAAC tile dim %d is not a multiple of 8", td));
     for (int is_v = 0; is_v < 2; ++is_v) {
+      if (kv.slot_bytes[is_v] == 0) continue;  // not calibrated yet: every tile is a raw page
       if (kv.slot_bytes[is_v] < gaac_fixed_bytes(td))
         throw Error("backend", "invalid_argument",
                     strfmt("cuda attention: GAAC %s slot of %llu bytes is smaller than the fixed part (%u)",

@@ -33,13 +33,14 @@ import gaacrt  # noqa: E402
 from gaacrt import _core  # noqa: E402
 from gaacrt.perplexity import _log_softmax  # noqa: E402
 
-FORMATS = ("bf16", "e8", "kivi2", "q8")
+FORMATS = ("bf16", "e8", "kivi2", "q8", "e8+center")  # e8+center: the key-centering option (not the paper's)
 TEXT = "/usr/share/common-licenses/GPL-3"
 RESULTS = ROOT / "bench" / "results" / "e8_quality.md"
 
 
 def window_logprobs(model, window, fmt, ctx, ubatch=16):
-    s = model.session(n_ctx=ctx, cache=fmt, n_ubatch=ubatch)
+    c = _core.Context(model._m, n_ctx=ctx, cache=fmt.split("+")[0], n_ubatch=ubatch, e8_center=fmt.endswith("+center"))
+    s = gaacrt.Session(model, _core.Session(c))
     first = ctx // 2
     rows = []
     for c in range(0, ctx, ubatch):
@@ -105,10 +106,10 @@ def layer_rows(path, name, n_tok=512):
     G = ref.n_head // ref.n_head_kv
     T = len(toks) // 16 * 16
     causal = np.tril(np.ones((T, T), bool))
-    stats = {f: ([], []) for f in FORMATS[1:]}
+    stats = {f: ([], []) for f in FORMATS[1:4]}
     for il in range(ref.n_layer):
         q, k, _ = rec[il]
-        for f in FORMATS[1:]:
+        for f in FORMATS[1:4]:
             cos, kl = [], []
             for h in range(ref.n_head_kv):
                 kh = k[:T, h, :]
@@ -123,7 +124,7 @@ def layer_rows(path, name, n_tok=512):
             stats[f][0].append(np.mean(cos))
             stats[f][1].append(np.mean(kl))
     rows = []
-    for f in FORMATS[1:]:
+    for f in FORMATS[1:4]:
         c, k = stats[f]
         per = " ".join(f"{x:.3f}" for x in c)
         rows.append(f"| {name} | {f} | {np.mean(c):.4f} | {min(c):.4f} (layer {int(np.argmin(c))}) | {np.mean(k):.5f} | "
@@ -140,7 +141,7 @@ def greedy_rows(model, name):
     base = {}
     for i, p in enumerate(prompts):
         base[i] = model.generate(p, max_tokens=48, temperature=0, session=model.session(n_ctx=400, n_ubatch=16)).tokens
-    for f in FORMATS[1:]:
+    for f in FORMATS[1:4]:
         same = []
         for i, p in enumerate(prompts):
             s = model.session(n_ctx=400, cache=f, n_ubatch=16)
@@ -156,7 +157,7 @@ def greedy_rows(model, name):
 def timing_rows(model, name, ctx=8192, reps=5):
     toks = model.tokenize(open(TEXT).read())[:1024]
     rows, t_bf16 = [], None
-    for f in FORMATS + ("e8 (table)",):
+    for f in FORMATS[:4] + ("e8 (table)",):
         c = _core.Context(model._m, n_ctx=ctx + 64, cache=f.split()[0],
                           e8_scoring="table" if "table" in f else "decode")
         s = _core.Session(c)

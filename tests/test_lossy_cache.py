@@ -140,3 +140,18 @@ def test_e8_table_scoring_option_agrees_with_the_decode_path(smollm):
     assert np.abs(d - t).max() <= 2e-3 * np.abs(d).max() and (d.argmax(1) == t.argmax(1)).all()
     with pytest.raises(gaacrt.GaacrtError, match="e8_scoring"):
         _core.Context(smollm._m, n_ctx=64, cache="e8", e8_scoring="nope")
+
+
+def test_e8_key_centering_option_fits_its_means_online_and_stays_close(smollm):
+    # Not in the paper: a per-head mean key, fitted on the first prefill, is subtracted before the
+    # lattice coding and added back on decode (it helps models whose keys share a large common
+    # direction, e.g. Gemma-3's global layers; see bench/results/e8_quality.md).
+    toks = text(smollm, 320)
+    c = _core.Context(smollm._m, n_ctx=400, cache="e8", n_ubatch=16, e8_center=True)
+    s = _core.Session(c)
+    rows = [s.eval(toks[i:i + 16], all_logits=True) for i in range(0, 320, 16)]
+    ref = smollm.session(n_ctx=400, n_ubatch=16)
+    base = [ref.eval(toks[i:i + 16], all_logits=True) for i in range(0, 320, 16)]
+    a, b = np.vstack(base)[160:], np.vstack(rows)[160:]
+    assert c.kv_stats()["k"]["tiles_encoded"] > 0
+    assert np.isfinite(b).all() and (a.argmax(1) == b.argmax(1)).mean() > 0.7

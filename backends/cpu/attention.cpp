@@ -42,7 +42,7 @@ bool load_block(const KVLayerView& kv, const uint32_t* table, int32_t head, int3
       src = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes);
     } else if (kv_format_is_lossy(kv.format)) {
       // E8 / q8 / kivi2: decoded straight to fp32 (E8 keys in the rotated basis: *rotated).
-      decode_lossy_tile(kv, kv_entry_ptr(kv, e, is_v), is_v, out + half * td, d);
+      decode_lossy_tile(kv, kv_entry_ptr(kv, e, is_v), is_v, head, half, out + half * td, d);
       if (kv.format == KVFormat::E8 && !is_v) *rotated = true;
       continue;
     } else {
@@ -130,7 +130,11 @@ int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSe
           const size_t per = (size_t)(dk / 8) * 65536;
           e8_score_key_block_table(*st8.host, k_slots,
                                    tables + ((size_t)(s.q_begin + i) * a.n_head + kvh * G + g) * per, all);
-          for (int32_t j = 0; j < nj; ++j) sc[j] = all[j0 - b * KV_BLOCK_TOKENS + j];
+          float qmu = 0.f;  // centering: q~ . mean~ is the part of every score the tables leave out
+          if (st8.mean_rot)
+            for (int32_t c = 0; c < dk; ++c) qmu += q_rot[((int64_t)(s.q_begin + i) * a.n_head + kvh * G + g) * dk + c] *
+                                                    st8.mean_rot[(size_t)kvh * dk + c];
+          for (int32_t j = 0; j < nj; ++j) sc[j] = all[j0 - b * KV_BLOCK_TOKENS + j] + qmu;
         } else {
           math.dots(qv, kbuf.data() + (j0 - b * KV_BLOCK_TOKENS) * dk, nj, dk, sc);
         }

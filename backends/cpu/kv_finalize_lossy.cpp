@@ -46,7 +46,18 @@ void kv_finalize_lossy(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_job
             pages[jobs[k].half] = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)jobs[k].raw_page * kv.page_bytes);
             slots[jobs[k].half] = kv_entry_ptr(kv, jobs[k].slot, 0);
           }
-        e8_encode_key_block_bf16(*st.host, pages, slots);
+        if (!st.mean) {
+          e8_encode_key_block_bf16(*st.host, pages, slots);
+        } else {  // centering: the residual k - mean is what the lattice codes
+          const int32_t d = kv.head_dim_k;
+          std::vector<float> kc((size_t)KV_BLOCK_TOKENS * d);
+          const float* mu = st.mean + (size_t)j.head * d;
+          for (int32_t h = 0; h < kv.n_half; ++h)
+            for (int32_t t = 0; t < KV_BLOCK_TOKENS; ++t)
+              for (int32_t c = 0; c < T; ++c)
+                kc[(size_t)t * d + h * T + c] = bf16_to_f32(pages[h][t * T + c]) - mu[h * T + c];
+          e8_encode_key_block(*st.host, kc.data(), slots);
+        }
         continue;
       }
       for (int32_t e = 0; e < KV_BLOCK_TOKENS * T; ++e) x[e] = bf16_to_f32(raw[e]);
@@ -60,13 +71,15 @@ void kv_finalize_lossy(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_job
 
 // Decodes one lossy slot into out[r * ld + c] (16 rows x tile_dim). E8 keys come out in the
 // layer's rotated basis (k~ = R k): the caller scores them against rotated queries.
-void decode_lossy_tile(const KVLayerView& kv, const uint8_t* slot, int32_t is_v, float* out, int64_t ld) {
+void decode_lossy_tile(const KVLayerView& kv, const uint8_t* slot, int32_t is_v, int32_t head, int32_t half, float* out,
+                       int64_t ld) {
   const int32_t T = kv.tile_dim;
   if (kv.format == KVFormat::Q8) return q8_decode_tile(slot, T, out, ld);
   if (is_v) return v2_decode_tile(slot, T, out, ld);
   if (kv.format == KVFormat::KIVI2) return kivi2_k_decode_tile(slot, T, out, ld);
   // E8 key tile: per token, T/32 quads of 4 codes; value = codeword * norm / alpha.
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
+  const float* mu = st.mean_rot ? st.mean_rot + (size_t)head * kv.head_dim_k + (size_t)half * T : nullptr;
   for (int32_t t = 0; t < KV_BLOCK_TOKENS; ++t) {
     const float s = e8_k_norm(slot, T, t) / st.alpha;
     for (int32_t q = 0; q < T / E8_QUAD_DIMS; ++q) {
@@ -77,6 +90,8 @@ void decode_lossy_tile(const KVLayerView& kv, const uint8_t* slot, int32_t is_v,
         for (int32_t k = 0; k < E8_BLOCK; ++k) out[t * ld + q * E8_QUAD_DIMS + i * E8_BLOCK + k] = g.v[k] * s;
       }
     }
+    if (mu)
+      for (int32_t c = 0; c < T; ++c) out[t * ld + c] += mu[c];
   }
 }
 

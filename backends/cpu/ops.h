@@ -23,7 +23,9 @@ void kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int64_t n_tok, co
 void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, ThreadPool& pool);
 // The lossy fixed-slot formats (E8, q8, kivi2): encode jobs, and decode one slot to fp32 rows.
 void kv_finalize_lossy(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, ThreadPool& pool);
-void decode_lossy_tile(const KVLayerView& kv, const uint8_t* slot, int32_t is_v, float* out, int64_t ld);
+// E8 keys come out in the rotated basis (plus the rotated mean key when centering is on).
+void decode_lossy_tile(const KVLayerView& kv, const uint8_t* slot, int32_t is_v, int32_t head, int32_t half, float* out,
+                       int64_t ld);
 inline bool kv_format_is_lossy(KVFormat f) { return f == KVFormat::E8 || f == KVFormat::Q8 || f == KVFormat::KIVI2; }
 void attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs, const float* q,
                float* out, ThreadPool& pool);

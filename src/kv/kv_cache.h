@@ -32,6 +32,7 @@ struct KVCacheParams {
   std::string model_path;        // where to look for a sidecar
   int32_t raw_window = -1;       // lossy formats: newest tokens kept BF16 (-1 = the format's default)
   std::string e8_scoring = "decode";  // E8: "decode" (decode-in-dot, default) or "table" (the paper's)
+  bool e8_center = false;        // E8: subtract a per-head mean key fitted on the first prefill (not in the paper)
   bool keep_raw = false;         // test hook: calibrate and round as usual but never compress a
                                  // tile, so a lossless format can be compared with its own values
 };

@@ -48,7 +48,7 @@ std::unique_ptr<KVCodec> make_codec(KVFormat f, const ModelConfig& cfg, Backend&
     const int32_t window = p.raw_window >= 0 ? p.raw_window : (f == KVFormat::Q8 ? 0 : E8_DEFAULT_WINDOW);
     if (p.e8_scoring != "decode" && p.e8_scoring != "table")
       throw Error("kv", "invalid_argument", strfmt("e8_scoring '%s': expected 'decode' or 'table'", p.e8_scoring.c_str()));
-    return std::make_unique<LossyKVCodec>(f, cfg, be, window, p.e8_scoring == "table");
+    return std::make_unique<LossyKVCodec>(f, cfg, be, window, p.e8_scoring == "table", p.e8_center);
   }
   throw Error("kv", "unsupported_format", strfmt("cache format '%s' is not implemented yet", kv_format_name(f)));
 }

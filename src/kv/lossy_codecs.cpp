@@ -6,13 +6,17 @@
 
 #include "backend/backend.h"
 #include "codec/scalar/kv_codec_bytes.h"
+#include "codec/e8/e8_rotation.h"
 #include "common/error.h"
+#include "common/half.h"
 #include "model/config.h"
 
 namespace gaacrt {
 
-LossyKVCodec::LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window, bool e8_tables)
-    : format_(f), be_(be), window_(window), head_dim_(cfg.head_dim_k) {
+LossyKVCodec::LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window, bool e8_tables,
+                           bool e8_center)
+    : format_(f), be_(be), window_(window), head_dim_(cfg.head_dim_k), tables_(e8_tables), center_(e8_center),
+      n_layer_(cfg.n_layer), n_head_kv_(cfg.n_head_kv) {
   if (window < 0) throw Error("kv", "invalid_argument", strfmt("raw window %d must not be negative", window));
   if (f != KVFormat::E8) return;
   const int32_t d = cfg.head_dim_k, L = cfg.n_layer;
@@ -24,13 +28,48 @@ LossyKVCodec::LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int3
   }
   dev_rot_ = static_cast<float*>(be_.alloc(rot.size() * sizeof(float)));
   be_.upload(dev_rot_, rot.data(), rot.size() * sizeof(float));
-  std::vector<E8KVLayer> layers(L);
-  for (int32_t il = 0; il < L; ++il) layers[il] = {dev_rot_ + (size_t)il * d * d, e8_[il].alpha, &e8_[il], e8_tables ? 1 : 0};
   dev_layers_ = static_cast<E8KVLayer*>(be_.alloc(L * sizeof(E8KVLayer)));
+  upload_layers();
+}
+
+void LossyKVCodec::upload_layers() {
+  const int32_t L = n_layer_, d = head_dim_;
+  const size_t per_layer = (size_t)n_head_kv_ * d;
+  std::vector<E8KVLayer> layers(L);
+  for (int32_t il = 0; il < L; ++il) {
+    layers[il] = {dev_rot_ + (size_t)il * d * d, e8_[il].alpha, &e8_[il], tables_ ? 1 : 0, nullptr, nullptr};
+    if (centered_) {
+      layers[il].mean = dev_mean_ + il * per_layer;
+      layers[il].mean_rot = dev_mean_ + (L + il) * per_layer;
+    }
+  }
   be_.upload(dev_layers_, layers.data(), L * sizeof(E8KVLayer));
 }
 
+void LossyKVCodec::calibrate_add(int32_t layer, const uint16_t* k, const uint16_t*, int64_t n_tokens) {
+  const int32_t d = head_dim_, H = n_head_kv_;
+  if (mean_.empty()) mean_.assign((size_t)2 * n_layer_ * H * d, 0.f);
+  for (int32_t h = 0; h < H; ++h) {
+    float* mu = mean_.data() + ((size_t)layer * H + h) * d;
+    std::vector<double> acc(d, 0.0);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int32_t c = 0; c < d; ++c) acc[c] += bf16_to_f32(k[(t * H + h) * d + c]);
+    for (int32_t c = 0; c < d; ++c) mu[c] = n_tokens ? (float)(acc[c] / (double)n_tokens) : 0.f;
+  }
+}
+
+void LossyKVCodec::calibrate_finish(int32_t) {
+  const int32_t d = head_dim_, H = n_head_kv_, L = n_layer_;
+  for (int32_t il = 0; il < L; ++il)  // the rotated copy, for decode in the rotated basis
+    e8_rotate(e8_[il].rot.data(), d, mean_.data() + (size_t)il * H * d, H, mean_.data() + ((size_t)(L + il) * H) * d);
+  dev_mean_ = static_cast<float*>(be_.alloc(mean_.size() * sizeof(float)));
+  be_.upload(dev_mean_, mean_.data(), mean_.size() * sizeof(float));
+  centered_ = true;
+  upload_layers();
+}
+
 LossyKVCodec::~LossyKVCodec() {
+  if (dev_mean_) be_.free(dev_mean_);
   if (dev_rot_) be_.free(dev_rot_);
   if (dev_layers_) be_.free(dev_layers_);
 }

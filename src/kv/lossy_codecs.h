@@ -19,11 +19,16 @@ struct E8KVLayer {
   float alpha;
   const E8LayerCodec* host;
   int32_t score_tables;   // 1: the paper's per-query lookup tables (A) on decode steps; 0: decode-in-dot (B)
+  // Key centering (an option, not in the paper): per kv-head mean key, subtracted before encoding
+  // and added back on decode, (n_head_kv, d) in the original and the rotated basis; null when off.
+  const float* mean;
+  const float* mean_rot;
 };
 
 class LossyKVCodec final : public KVCodec {
  public:
-  LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window, bool e8_tables = false);
+  LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window, bool e8_tables = false,
+               bool e8_center = false);
   ~LossyKVCodec() override;
 
   KVFormat format() const override { return format_; }
@@ -33,6 +38,10 @@ class LossyKVCodec final : public KVCodec {
   const void* layer_state(int32_t layer) const override;
   void account(const KVFinalizeJob& job, const uint8_t* slot, CodecStats& into) const override;
   bool lossless() const override { return false; }
+  // E8 with centering fits its per-head mean keys on the first prefill, then freezes them.
+  bool ready() const override { return !center_ || centered_; }
+  void calibrate_add(int32_t layer, const uint16_t* k, const uint16_t* v, int64_t n_tokens) override;
+  void calibrate_finish(int32_t n_tokens) override;
 
  private:
   KVFormat format_;
@@ -42,6 +51,11 @@ class LossyKVCodec final : public KVCodec {
   std::vector<E8LayerCodec> e8_;       // host codecs (E8)
   float* dev_rot_ = nullptr;           // (n_layer, d, d)
   E8KVLayer* dev_layers_ = nullptr;
+  void upload_layers();
+  bool tables_ = false, center_ = false, centered_ = false;
+  int32_t n_layer_ = 0, n_head_kv_ = 0;
+  std::vector<float> mean_;            // (n_layer, n_head_kv, d), then the rotated copy
+  float* dev_mean_ = nullptr;          // (2, n_layer, n_head_kv, d)
 };
 
 }  // namespace gaacrt

@@ -18,6 +18,7 @@ KVCacheParams cache_params(const Model& m, const ContextParams& p) {
   k.calibration = p.calibration;
   k.keep_raw = p.keep_raw;
   k.e8_scoring = p.e8_scoring;
+  k.e8_center = p.e8_center;
   k.model_path = m.path();
   return k;
 }

@@ -295,8 +295,10 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
 #pragma unroll
     for (int rd = 0; rd < kR; ++rd) {
       const int ti = rd * GL.nsub + GL.sub;
-      if (rd < GL.rounds && ti < 2 * kv.n_half && GL.li < GL.nl) {
-        const int32_t is_v = ti >= kv.n_half, half = is_v ? ti - kv.n_half : ti;
+      const int32_t is_v = ti >= kv.n_half, half = is_v ? ti - kv.n_half : ti;
+      // Before calibration a GAAC cache has no slots and no bases (null pointers): nothing to load.
+      if (rd < GL.rounds && ti < 2 * kv.n_half && GL.li < GL.nl && P.half_bytes != 0 &&
+          st->bases[is_v][0] != nullptr && st->bases[is_v][1] != nullptr) {
         const int64_t off = (int64_t)kvh * (is_v ? dv : dk) + half * td + 8 * (GL.li % gaac_group_cols(td));
         b3[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
         b4[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};

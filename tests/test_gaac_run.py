@@ -32,14 +32,22 @@ class Terminal:
                                      preexec_fn=make_controlling_tty, env={**os.environ, "TERM": "dumb"})
         os.close(slave)
         self.screen = b""
+        self.pos = 0  # end of the last match: output after it is not consumed yet
 
-    def read_until(self, pattern: bytes, timeout: float = 60.0) -> bytes:
-        """Reads output until `pattern` appears after what was already consumed."""
-        start = len(self.screen)
+    def read_until(self, pattern: bytes, timeout: float = 180.0) -> bytes:
+        """Reads output until `pattern` appears after the previous match; returns what lies
+        between (bytes already read past a match stay available to the next call)."""
+        start = self.pos
         deadline = time.time() + timeout
         while time.time() < deadline:
-            if pattern in ANSI.sub(b"", self.screen[start:]):
-                return self.screen[start:]
+            text = ANSI.sub(b"", self.screen[start:])
+            i = text.find(pattern)
+            if i >= 0:
+                # Map the match back to raw screen offsets (ANSI codes are rare: TERM=dumb).
+                raw = self.screen[start:]
+                j = raw.find(pattern)
+                self.pos = start + (j + len(pattern) if j >= 0 else len(raw))
+                return self.screen[start:self.pos]
             r, _, _ = select.select([self.master], [], [], 0.2)
             if r:
                 try:
@@ -71,21 +79,21 @@ def test_a_turn_ctrl_c_mid_reply_clear_and_exit(term):
     term.read_until(b">>> ")
     # A turn: the reply streams, then the figures and the prompt come back.
     term.send(b"What is the capital of France?\r")
-    out = term.read_until(b">>> ", timeout=120)
+    out = term.read_until(b">>> ")
     assert b"decode" in out and b"tok/s" in out and b"peak memory" in out
     # Ctrl-C in the middle of a long reply stops it and keeps the session usable.
     term.send(b"Write a very long story about a dragon who loves mathematics.\r")
-    term.read_until(b"mathematics.", timeout=60)  # the terminal's echo of the line
-    term.read_until(b" ", timeout=60)             # the reply has started
+    term.read_until(b"mathematics.")  # the terminal's echo of the line
+    term.read_until(b" ")             # the reply has started
     time.sleep(0.3)
     term.send(b"\x03")
-    out = term.read_until(b">>> ", timeout=60)
+    out = term.read_until(b">>> ")
     assert b"[stopped]" in out
     m = re.search(rb"decode (\d+) tokens", out)
     assert m and 0 < int(m.group(1)) < 120, out
     # The conversation was kept: the next turn only evaluates the new tokens.
     term.send(b"Thanks.\r")
-    out = term.read_until(b">>> ", timeout=120)
+    out = term.read_until(b">>> ")
     kv = [int(x) for x in re.findall(rb"KV (\d+)/", out)]
     assert kv and kv[-1] > 60
     term.send(b"/clear\r")
@@ -96,7 +104,7 @@ def test_a_turn_ctrl_c_mid_reply_clear_and_exit(term):
     term.read_until(b">>> ")
     term.send(b'"""Line one\r')
     term.send(b'line two"""\r')
-    out = term.read_until(b">>> ", timeout=120)
+    out = term.read_until(b">>> ")
     assert b"decode" in out
     term.send(b"\x04")  # Ctrl-D
     assert term.proc.wait(30) == 0

@@ -33,13 +33,31 @@ import gaacrt  # noqa: E402
 from gaacrt import _core  # noqa: E402
 from gaacrt.perplexity import _log_softmax  # noqa: E402
 
-FORMATS = ("bf16", "e8", "kivi2", "q8", "e8+center")  # e8+center: the key-centering option (not the paper's)
+FORMATS = ("bf16", "e8", "kivi2", "q8")
+# Options after "+" (not the paper's method): "center" (e8_center: keys coded as (k - mean) / scale
+# per channel, fitted on the first prefill) and "sinkN" (raw_sink=N: the first N tokens stay BF16).
+OPTION_FORMATS = ("bf16", "e8", "kivi2", "e8+center", "e8+sink16", "kivi2+sink16", "e8+center+sink16")
 TEXT = "/usr/share/common-licenses/GPL-3"
 RESULTS = ROOT / "bench" / "results" / "e8_quality.md"
+RESULTS_OPTIONS = ROOT / "bench" / "results" / "e8_quality_options.md"
+
+
+def context_args(fmt):
+    """'e8+center+sink16' -> Context keyword arguments."""
+    base, *opts = fmt.split("+")
+    kw = {"cache": base}
+    for o in opts:
+        if o == "center":
+            kw["e8_center"] = True
+        elif o.startswith("sink"):
+            kw["raw_sink"] = int(o[4:])
+        else:
+            raise SystemExit(f"unknown format option '{o}' in '{fmt}'")
+    return kw
 
 
 def window_logprobs(model, window, fmt, ctx, ubatch=16):
-    c = _core.Context(model._m, n_ctx=ctx, cache=fmt.split("+")[0], n_ubatch=ubatch, e8_center=fmt.endswith("+center"))
+    c = _core.Context(model._m, n_ctx=ctx, n_ubatch=ubatch, **context_args(fmt))
     s = gaacrt.Session(model, _core.Session(c))
     first = ctx // 2
     rows = []
@@ -50,15 +68,15 @@ def window_logprobs(model, window, fmt, ctx, ubatch=16):
     return _log_softmax(np.vstack(rows)[:ctx - first]), np.asarray(window[first:ctx])
 
 
-def perplexity_rows(model, name, ctx, n_windows):
+def perplexity_rows(model, name, ctx, n_windows, formats=FORMATS):
     toks = model.tokenize(open(TEXT).read(), add_special=False)
     bos = model.tokenizer.bos_id if model.tokenizer.add_bos else None
     step = ctx - (bos is not None)
-    acc = {f: [0.0, 0, 0.0, 0] for f in FORMATS}  # nll sum, count, kl sum, top1
+    acc = {f: [0.0, 0, 0.0, 0] for f in formats}  # nll sum, count, kl sum, top1
     for w in range(min(n_windows, len(toks) // step)):
         window = ([bos] if bos is not None else []) + toks[w * step:(w + 1) * step]
         ref, tgt = window_logprobs(model, window, "bf16", ctx)
-        for f in FORMATS:
+        for f in formats:
             lp = ref if f == "bf16" else window_logprobs(model, window, f, ctx)[0]
             a = acc[f]
             a[0] += float(-lp[np.arange(len(tgt)), tgt].sum())
@@ -67,7 +85,7 @@ def perplexity_rows(model, name, ctx, n_windows):
             a[3] += int((ref.argmax(1) == lp.argmax(1)).sum())
     rows = []
     base = math.exp(acc["bf16"][0] / acc["bf16"][1])
-    for f in FORMATS:
+    for f in formats:
         a = acc[f]
         ppl = math.exp(a[0] / a[1])
         rows.append(f"| {name} | {ctx} | {f} | {ppl:.4f} | {ppl - base:+.4f} | {a[2] / a[1]:.5f} | {100 * a[3] / a[1]:.2f}% |")
@@ -191,13 +209,35 @@ def scoring_rows(d, n_keys=8192, G=4, reps=3):
     return [f"| {d} | {n_keys} | {G} | {tf * 1e3:.2f} | {tb * 1e3:.2f} | {ta * 1e3:.2f} | {ta / tb:.1f}x |"]
 
 
+def options_table(args) -> int:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    out = [f"E8 options beside the paper's method (load average {load:.2f}, {args.threads} threads): center = "
+           "keys coded as (k - mean) / sqrt(std) per channel (e8_center), sink16 = the first 16 tokens kept BF16 "
+           "(raw_sink=16). Perplexity on GPL-3, serving-state cache, as in e8_quality.md.", "",
+           "| model | ctx | cache | perplexity | vs bf16 | mean KL | top-1 agreement |", "|---|---:|---|---:|---:|---:|---:|"]
+    for n in args.models:
+        m = gaacrt.Model(gaacrt.models.get(n), backend="cpu", n_threads=args.threads)
+        for ctx in args.ctx:
+            out += perplexity_rows(m, n, ctx, args.windows if ctx <= 512 else 1, OPTION_FORMATS)
+            print("\n".join(out[-len(OPTION_FORMATS):]), flush=True)
+    text = "\n".join(out) + "\n\nCommand: `python bench/e8_quality.py --options`\n"
+    RESULTS_OPTIONS.write_text(text)
+    print(text)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     ap.add_argument("--ctx", type=int, nargs="+", default=[512, 2048])
     ap.add_argument("--windows", type=int, default=2, help="windows per perplexity figure")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--options", action="store_true",
+                    help="perplexity only, for the options beside the paper's formats " + " ".join(OPTION_FORMATS)
+                    + f"; writes {RESULTS_OPTIONS.name}")
     args = ap.parse_args()
+    if args.options:
+        return options_table(args)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     out = [f"Lossy KV formats vs BF16 (load average {load:.2f}, {args.threads} threads).", "",
            "Perplexity on GPL-3, serving-state cache (16-token chunks), KL and top-1 against the BF16 cache:", "",

@@ -155,3 +155,57 @@ def test_e8_key_centering_option_fits_its_means_online_and_stays_close(smollm):
     a, b = np.vstack(base)[160:], np.vstack(rows)[160:]
     assert c.kv_stats()["k"]["tiles_encoded"] > 0
     assert np.isfinite(b).all() and (a.argmax(1) == b.argmax(1)).mean() > 0.7
+
+
+def test_e8_centering_scales_channels_and_metal_refuses_it(smollm):
+    # The scale (sqrt of each channel's std) is fitted with the mean: a centered cache's logits
+    # differ from the plain E8 cache's, and stay finite.
+    toks = text(smollm, 200)
+    outs = []
+    for center in (False, True):
+        s = smollm.session(n_ctx=256, cache="e8", n_ubatch=16, e8_center=center)
+        outs.append(np.vstack([s.eval(toks[i:i + 16], all_logits=True) for i in range(0, 192, 16)]))
+    assert np.isfinite(outs[1]).all() and not np.array_equal(outs[0][-16:], outs[1][-16:])
+
+
+@pytest.mark.parametrize("fmt", ["e8", "kivi2", "q8"])
+def test_raw_sink_keeps_the_first_blocks_bf16_for_good(smollm, fmt):
+    toks = text(smollm, 300)
+    s = smollm.session(n_ctx=512, cache=fmt, raw_sink=20)  # rounded up to 2 blocks
+    s.eval(toks)
+    st = s.kv_stats()
+    per_block = 30 * 3
+    ready = (300 - (0 if fmt == "q8" else 128)) // 16  # blocks wholly older than the raw window
+    assert st["k"]["tiles_encoded"] == (ready - 2) * per_block
+    assert st["tiles_raw"] == (19 - (ready - 2)) * per_block * 2
+    # A sink longer than the sequence compresses nothing: the logits are the BF16 cache's, bit for bit.
+    ref = smollm.session(n_ctx=512, n_ubatch=16)
+    s = smollm.session(n_ctx=512, cache=fmt, n_ubatch=16, raw_sink=512)
+    for i in range(0, 300, 16):
+        assert np.array_equal(ref.eval(toks[i:i + 16], all_logits=True), s.eval(toks[i:i + 16], all_logits=True))
+    assert s.kv_stats()["k"]["tiles_encoded"] == 0
+
+
+def test_raw_sink_truncate_recomputes_blocks_a_fresh_run_would_hold_raw(smollm):
+    toks = text(smollm, 320)
+    s = smollm.session(n_ctx=400, cache="e8", n_ubatch=16, raw_sink=32)
+    for i in range(0, 320, 16):
+        s.eval(toks[i:i + 16])
+    assert s.kv_stats()["k"]["tiles_encoded"] > 0
+    # Back to 40 tokens: block 2 (tokens 32-47) was compressed, but a fresh run of 40 tokens holds
+    # every block raw (the sink, then the window): the cache gives it back and the session
+    # recomputes it, so nothing compressed is left.
+    s.truncate(40)
+    assert s.n_past == 40 and s.kv_stats()["tiles_slot"] == 0
+    s.eval(toks[40:41])
+    fresh = smollm.session(n_ctx=400, cache="e8", n_ubatch=16, raw_sink=32)
+    fresh.eval(toks[:40])
+    fresh.eval(toks[40:41])
+    assert int(np.argmax(s.logits())) == int(np.argmax(fresh.logits()))
+
+
+def test_raw_sink_is_checked(smollm):
+    with pytest.raises(gaacrt.GaacrtError, match="raw_sink"):
+        smollm.session(n_ctx=64, cache="gaac", raw_sink=16)
+    with pytest.raises(gaacrt.GaacrtError, match="raw_sink"):
+        smollm.session(n_ctx=64, cache="e8", raw_sink=-1)

@@ -199,8 +199,17 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
     int64_t n_rows = 0;
     for (int32_t si = 0; si < n_seqs; ++si) n_rows = std::max<int64_t>(n_rows, seqs[si].q_begin + seqs[si].n_q);
     const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
-    q_rot_buf.resize((size_t)n_rows * a.n_head * kv.head_dim_k);
-    e8_rotate(st.rot, kv.head_dim_k, q, n_rows * a.n_head, q_rot_buf.data());
+    const int32_t dk = kv.head_dim_k;
+    q_rot_buf.resize((size_t)n_rows * a.n_head * dk);
+    if (st.scale) {  // centering's per-channel scale: scores are (R (s * q)) . (codes + R (mean / s))
+      std::vector<float> qs((size_t)n_rows * a.n_head * dk);
+      const int32_t G = a.n_head / kv.n_head_kv;
+      for (int64_t r = 0; r < n_rows * a.n_head; ++r)
+        for (int32_t c = 0; c < dk; ++c) qs[r * dk + c] = q[r * dk + c] * st.scale[(r % a.n_head) / G * dk + c];
+      e8_rotate(st.rot, dk, qs.data(), n_rows * a.n_head, q_rot_buf.data());
+    } else {
+      e8_rotate(st.rot, dk, q, n_rows * a.n_head, q_rot_buf.data());
+    }
     q_rot = q_rot_buf.data();
     // The paper's table scoring (an option, for comparison): decode steps only (one query per
     // sequence), since each query head needs d/8 x 65,536 floats of tables.

@@ -52,10 +52,11 @@ void kv_finalize_lossy(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_job
           const int32_t d = kv.head_dim_k;
           std::vector<float> kc((size_t)KV_BLOCK_TOKENS * d);
           const float* mu = st.mean + (size_t)j.head * d;
+          const float* sc = st.scale + (size_t)j.head * d;
           for (int32_t h = 0; h < kv.n_half; ++h)
             for (int32_t t = 0; t < KV_BLOCK_TOKENS; ++t)
               for (int32_t c = 0; c < T; ++c)
-                kc[(size_t)t * d + h * T + c] = bf16_to_f32(pages[h][t * T + c]) - mu[h * T + c];
+                kc[(size_t)t * d + h * T + c] = (bf16_to_f32(pages[h][t * T + c]) - mu[h * T + c]) / sc[h * T + c];
           e8_encode_key_block(*st.host, kc.data(), slots);
         }
         continue;

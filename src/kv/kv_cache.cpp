@@ -26,6 +26,10 @@ KVCache::KVCache(const ModelConfig& cfg, Backend& be, const KVCacheParams& p) : 
   if (p.n_ctx <= 0) throw Error("kv", "invalid_argument", strfmt("n_ctx = %d must be positive", p.n_ctx));
   if (p.n_seq_max <= 0) throw Error("kv", "invalid_argument", strfmt("n_seq_max = %d must be positive", p.n_seq_max));
   codec_ = make_codec(p.format, cfg, be, p);
+  if (p.raw_sink < 0) throw Error("kv", "invalid_argument", strfmt("raw_sink = %d must not be negative", p.raw_sink));
+  if (p.raw_sink > 0 && codec_->lossless())
+    throw Error("kv", "invalid_argument", strfmt("raw_sink applies to lossy cache formats (e8, q8, kivi2), not '%s'", codec_->name()));
+  sink_blocks_ = ceil_div(p.raw_sink, KV_BLOCK_TOKENS);
   tile_dim_ = std::min(cfg.head_dim_k, KV_TILE_MAX_DIM);
   n_half_ = cfg.head_dim_k / tile_dim_;
   max_blocks_ = ceil_div(p.n_ctx, KV_BLOCK_TOKENS);
@@ -216,7 +220,8 @@ void KVCache::finalize_ready(int seq) {
     s.finalized = ready_blocks;
     return;
   }
-  for (int32_t b = s.finalized; b < ready_blocks; ++b)
+  // The first sink_blocks_ blocks (the attention sink, raw_sink) stay raw BF16 for good.
+  for (int32_t b = std::max(s.finalized, sink_blocks_); b < ready_blocks; ++b)
     for (int il = 0; il < cfg_.n_layer; ++il) finalize_block(s, il, b);
   s.finalized = ready_blocks;
 }
@@ -292,7 +297,8 @@ int32_t KVCache::truncate(int seq, int32_t n) {
   // A lossy format: a block that a fresh run of `keep` tokens would still hold raw (inside the
   // raw window) but that was compressed since must be recomputed.
   if (!codec_->lossless()) {
-    const int32_t raw_from = std::max(0, keep - codec_->raw_window()) / KV_BLOCK_TOKENS;  // first block raw at keep
+    // (the sink blocks are raw at any length: the first block a fresh run compresses is sink_blocks_)
+    const int32_t raw_from = std::max(sink_blocks_, std::max(0, keep - codec_->raw_window()) / KV_BLOCK_TOKENS);
     if (raw_from < s.finalized) keep = std::min(keep, raw_from * KV_BLOCK_TOKENS);
   }
   // Sliding-window layers need [keep - window + 1, keep): if any of those blocks was released,

@@ -32,7 +32,9 @@ struct KVCacheParams {
   std::string model_path;        // where to look for a sidecar
   int32_t raw_window = -1;       // lossy formats: newest tokens kept BF16 (-1 = the format's default)
   std::string e8_scoring = "decode";  // E8: "decode" (decode-in-dot, default) or "table" (the paper's)
-  bool e8_center = false;        // E8: subtract a per-head mean key fitted on the first prefill (not in the paper)
+  bool e8_center = false;        // E8: code (k - mean) / scale, per channel, fitted on the first prefill (not in the paper)
+  int32_t raw_sink = 0;          // lossy formats: the first tokens of a sequence kept BF16 for good (the
+                                 // attention sink), rounded up to 16-token blocks; 0 = the paper's E8
   bool keep_raw = false;         // test hook: calibrate and round as usual but never compress a
                                  // tile, so a lossless format can be compared with its own values
 };
@@ -103,6 +105,7 @@ class KVCache {
   void sync_table(int seq);
   void finalize_ready(int seq);
   void finalize_block(Sequence& s, int il, int32_t b);
+  int32_t sink_blocks_ = 0;       // leading blocks never finalized (raw_sink)
   void release_out_of_window(int seq);
   void calibrate_online(int seq);
 

@@ -23,6 +23,9 @@ struct E8KVLayer {
   // and added back on decode, (n_head_kv, d) in the original and the rotated basis; null when off.
   const float* mean;
   const float* mean_rot;
+  // With centering, also a per-channel key scale s (n_head_kv, d), original basis: the lattice codes
+  // R (k - mean) / s, queries are rotated as R (s * q) and mean_rot is R (mean / s). Null when off.
+  const float* scale;
 };
 
 class LossyKVCodec final : public KVCodec {
@@ -38,7 +41,7 @@ class LossyKVCodec final : public KVCodec {
   const void* layer_state(int32_t layer) const override;
   void account(const KVFinalizeJob& job, const uint8_t* slot, CodecStats& into) const override;
   bool lossless() const override { return false; }
-  // E8 with centering fits its per-head mean keys on the first prefill, then freezes them.
+  // E8 with centering fits its per-head mean and scale on the first prefill, then freezes them.
   bool ready() const override { return !center_ || centered_; }
   void calibrate_add(int32_t layer, const uint16_t* k, const uint16_t* v, int64_t n_tokens) override;
   void calibrate_finish(int32_t n_tokens) override;
@@ -54,8 +57,8 @@ class LossyKVCodec final : public KVCodec {
   void upload_layers();
   bool tables_ = false, center_ = false, centered_ = false;
   int32_t n_layer_ = 0, n_head_kv_ = 0;
-  std::vector<float> mean_;            // (n_layer, n_head_kv, d), then the rotated copy
-  float* dev_mean_ = nullptr;          // (2, n_layer, n_head_kv, d)
+  std::vector<float> mean_;            // (n_layer, n_head_kv, d): mean, then R (mean / scale), then scale
+  float* dev_mean_ = nullptr;          // (3, n_layer, n_head_kv, d)
 };
 
 }  // namespace gaacrt

@@ -19,6 +19,7 @@ KVCacheParams cache_params(const Model& m, const ContextParams& p) {
   k.keep_raw = p.keep_raw;
   k.e8_scoring = p.e8_scoring;
   k.e8_center = p.e8_center;
+  k.raw_sink = p.raw_sink;
   k.model_path = m.path();
   return k;
 }

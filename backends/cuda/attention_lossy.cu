@@ -188,6 +188,10 @@ struct Attn {
         const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
         const int qd = j >> 2, bi = j & 3;
         const float inv_alpha = 1.f / st.alpha;
+        float qsum[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          qsum[r] = ((qv[r][0] + qv[r][1]) + (qv[r][2] + qv[r][3])) + ((qv[r][4] + qv[r][5]) + (qv[r][6] + qv[r][7]));
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int t = tg + TG * nt;
@@ -196,16 +200,24 @@ struct Attn {
           const uint32_t sp = (w.y >> bi) & 0x11111111u;
           const uint32_t par = __popc(sp) & 1u;
           const uint32_t sw = e8_signed_word(word, sp ^ par);
-          const float sh = par ? -0.25f : 0.25f;
-          float g[8];
+          // g_k = (n_k - 8) / 2 + sh with n_k the dimension's nibble; f_k = 1 + n_k / 16 is the
+          // nibble dropped into a float's top mantissa bits (exact), so g_k = 8 f_k - 12 + sh and
+          // <q, g> = 8 <q, f> + (sh - 12) sum(q): two integer ops per dimension, no conversion.
+          const float shc = par ? -12.25f : -11.75f;
+          float f[8];
 #pragma unroll
-          for (int k = 0; k < 8; ++k) g[k] = 0.5f * (float)((int32_t)((sw >> (4 * e8_dim_nibble(k))) & 15u) - 8) + sh;
+          for (int k = 0; k < 8; ++k) {
+            const int sft = 4 * e8_dim_nibble(k);
+            const uint32_t nb = sft <= 19 ? (sw << (19 - sft)) : (sw >> (sft - 19));
+            f[k] = __uint_as_float((nb & 0x00780000u) | 0x3F800000u);
+          }
           const float nrm = *reinterpret_cast<const float*>(sl + e8_k_norm_offset(T, t)) * inv_alpha;
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             float acc = 0.f;
 #pragma unroll
-            for (int k = 0; k < 8; ++k) acc = __fmaf_rn(qv[r][k], g[k], acc);
+            for (int k = 0; k < 8; ++k) acc = __fmaf_rn(qv[r][k], f[k], acc);
+            acc = __fmaf_rn(shc, qsum[r], 8.f * acc);
             v[nt * R + r] = __fmaf_rn(acc, nrm, v[nt * R + r]);
           }
         }
@@ -314,7 +326,10 @@ struct Attn {
             const int ch = lane * CPL + c;
             const uint32_t byte = sl[v2_codes_offset(T, t) + (ch >> 2)];
             const uint32_t pw = *reinterpret_cast<const uint32_t*>(sl + v2_params_offset(T, t, ch / ASYM2_VGROUP));
-            val[c] = h2f(pw >> 16) + h2f(pw & 0xffffu) * (float)((byte >> (2 * (ch & 3))) & 3u);
+            // code q as cf = 1 + q / 4 (bits dropped into the mantissa): z + D q = (z - 4D) + 4D cf.
+            const float d4 = 4.f * h2f(pw & 0xffffu), zz = h2f(pw >> 16) - d4;
+            const float cf = __uint_as_float((((byte << 21) >> (2 * (ch & 3))) & 0x00600000u) | 0x3F800000u);
+            val[c] = __fmaf_rn(d4, cf, zz);
           }
         }
 #pragma unroll
@@ -571,53 +586,100 @@ __global__ void __launch_bounds__(kThreads) attn_kernel(Args P) {
   Attn<F, R, T, NH>::kernel(P);
 }
 
-// E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head).
+// E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head). R is
+// read once per thread block, coalesced, 16 columns at a time through shared memory.
 __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
+  constexpr int kCols = 16, kMaxD = 256;
+  __shared__ float rs[kMaxD][kCols + 1];
+  __shared__ float qs[kSplitRows][kMaxD];
   const KVLayerView& kv = P.kv;
-  const int32_t kvh = blockIdx.x, seq = blockIdx.y, d = kv.head_dim_k;
+  const int32_t kvh = blockIdx.x, seq = blockIdx.y, d = kv.head_dim_k, tid = threadIdx.x;
   const AttnSeq s = P.seqs[seq];
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
   if (n_rows > kSplitRows) return;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
+  for (int32_t e = tid; e < n_rows * d; e += kThreads) {
+    const int32_t r = e / d, c = e % d;
+    qs[r][c] = P.q[((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * d + c];
+  }
+  float y[2][kSplitRows];
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r) y[k][r] = 0.f;
+  for (int32_t c0 = 0; c0 < d; c0 += kCols) {
+    __syncthreads();
+    for (int32_t e = tid; e < d * kCols; e += kThreads) rs[e / kCols][e % kCols] = st.rot[(size_t)(e / kCols) * d + c0 + e % kCols];
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int32_t i = tid + k * kThreads;
+      if (i >= d) continue;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const float rc = rs[i][c];
+#pragma unroll
+        for (int r = 0; r < kSplitRows; ++r)
+          if (r < n_rows) y[k][r] = __fmaf_rn(rc, qs[r][c0 + c], y[k][r]);
+      }
+    }
+  }
   float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * kSplitRows * d;
-  for (int32_t e = threadIdx.x; e < n_rows * d; e += kThreads) {
-    const int32_t r = e / d, i = e % d;
-    const float* qr = P.q + ((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * d;
-    const float* Ri = st.rot + (size_t)i * d;
-    float y = 0.f;
-    for (int32_t c = 0; c < d; ++c) y = __fmaf_rn(Ri[c], qr[c], y);
-    dst[r * d + i] = y;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int32_t i = tid + k * kThreads;
+    if (i >= d) continue;
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r)
+      if (r < n_rows) dst[r * d + i] = y[k][r];
   }
 }
 
-// Decode-sized sequences: merges the n_split partials of each row, in split order.
+// Decode-sized sequences: merges the n_split partials of one row per thread block (grid z =
+// row): warp 0 turns the splits' maxima into weights, then every channel sums its column.
 __global__ void __launch_bounds__(kThreads) reduce_kernel(Args P) {
+  __shared__ float f[kMaxSplit];
+  __shared__ float sL;
   const KVLayerView& kv = P.kv;
-  const int32_t kvh = blockIdx.x, seq = blockIdx.y, dv = kv.head_dim_v, rs = dv + 2;
+  const int32_t kvh = blockIdx.x, seq = blockIdx.y, r = blockIdx.z, dv = kv.head_dim_v, rs = dv + 2;
   const AttnSeq s = P.seqs[seq];
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
-  if (n_rows > kSplitRows) return;
-  const float* pu = P.part + ((size_t)seq * kv.n_head_kv + kvh) * P.n_split * kSplitRows * rs;
-  for (int32_t e = threadIdx.x; e < n_rows * dv; e += kThreads) {
-    const int32_t r = e / dv, c = e % dv;
+  if (n_rows > kSplitRows || r >= n_rows) return;
+  const int32_t ns = P.n_split, stride = kSplitRows * rs;
+  const float* pu = P.part + (((size_t)seq * kv.n_head_kv + kvh) * ns * kSplitRows + r) * rs;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
     float M = -INFINITY;
-    for (int32_t sp = 0; sp < P.n_split; ++sp) M = fmaxf(M, pu[(sp * kSplitRows + r) * rs + dv]);
-    float L = 0.f, acc = 0.f;
-    if (M != -INFINITY)
-      for (int32_t sp = 0; sp < P.n_split; ++sp) {
-        const float* p = pu + (sp * kSplitRows + r) * rs;
-        if (p[dv] == -INFINITY) continue;
-        const float f = expf(p[dv] - M);
-        L += p[dv + 1] * f;
-        acc += p[c] * f;
-      }
-    P.out[((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * dv + c] = L > 0.f ? acc / L : 0.f;
+    for (int32_t sp = lane; sp < ns; sp += 32) M = fmaxf(M, __ldcg(pu + (size_t)sp * stride + dv));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
+    float L = 0.f;
+    for (int32_t sp = lane; sp < ns; sp += 32) {
+      const float m = __ldcg(pu + (size_t)sp * stride + dv);
+      const float w = (m == -INFINITY || M == -INFINITY) ? 0.f : expf(m - M);
+      f[sp] = w;
+      L += w * __ldcg(pu + (size_t)sp * stride + dv + 1);
+    }
+    L = warp_sum_f32(L);
+    if (lane == 0) sL = L;
+  }
+  __syncthreads();
+  const float L = sL, inv = L > 0.f ? 1.f / L : 0.f;
+  float* o = P.out + ((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * dv;
+  for (int32_t c = threadIdx.x; c < dv; c += kThreads) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    int32_t sp = 0;
+    for (; sp + 4 <= ns; sp += 4)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[k] = __fmaf_rn(__ldcg(pu + (size_t)(sp + k) * stride + c), f[sp + k], acc[k]);
+    for (; sp < ns; ++sp) acc[0] = __fmaf_rn(__ldcg(pu + (size_t)sp * stride + c), f[sp], acc[0]);
+    o[c] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * inv;
   }
 }
 
 int32_t n_split_for(int32_t n_seqs, int32_t n_kv, int sms) {
   const int32_t units = n_seqs * n_kv;
-  return std::max(1, std::min(kMaxSplit, (6 * sms + units - 1) / units));
+  return std::max(1, std::min(kMaxSplit, (3 * sms + units - 1) / units));
 }
 
 template <KVFormat F, int R, int T, int NH>
@@ -689,7 +751,7 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
     case KVFormat::Q8: launch_rows<KVFormat::Q8>(kv, G, P, grid, max_smem, stream); break;
     default: launch_rows<KVFormat::KIVI2>(kv, G, P, grid, max_smem, stream); break;
   }
-  reduce_kernel<<<dim3(kv.n_head_kv, n_seqs), kThreads, 0, stream>>>(P);
+  reduce_kernel<<<dim3(kv.n_head_kv, n_seqs, kSplitRows), kThreads, 0, stream>>>(P);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -34,6 +34,8 @@ namespace gaacrt::cuda::lossy {
 namespace {
 
 constexpr int kW = 4, kThreads = kW * 32, kStages = 3, kSplitRows = 16, kMaxSplit = 256;
+constexpr int kMinBlocks = 4;  // thread blocks per SM the register budget is cut for (<= 128 registers),
+                               // except 4-row tiles of 96/128 channels (3: ~168 registers) and 256-dim heads (1)
 constexpr unsigned kFull = 0xffffffffu;
 
 __device__ const uint32_t g_e8_table[E8_N_PROTO] = {GAACRT_E8_PACKED_WORDS};
@@ -308,7 +310,9 @@ struct Attn {
           w[r] = wt[t * R + r];
           any |= w[r] != 0.f;
         }
-        if (!any) continue;  // masked (or underflowed) for every row: never read a not-yet-written raw token
+        // A raw page's rows past the newest token are not written yet (any bits, NaN included):
+        // skip tokens no row sees. Slots hold 16 real tokens (0 * v = 0), so no test there.
+        if (!slot && !any) continue;
         float val[CPL];
         if (!slot) {
 #pragma unroll
@@ -582,7 +586,7 @@ struct Attn {
 };
 
 template <KVFormat F, int R, int T, int NH>
-__global__ void __launch_bounds__(kThreads) attn_kernel(Args P) {
+__global__ void __launch_bounds__(kThreads, NH == 2 ? 1 : ((R == 4 && T >= 96) ? 3 : kMinBlocks)) attn_kernel(Args P) {
   Attn<F, R, T, NH>::kernel(P);
 }
 
@@ -679,7 +683,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(Args P) {
 
 int32_t n_split_for(int32_t n_seqs, int32_t n_kv, int sms) {
   const int32_t units = n_seqs * n_kv;
-  return std::max(1, std::min(kMaxSplit, (3 * sms + units - 1) / units));
+  return std::max(1, std::min(kMaxSplit, (3 * sms + units - 1) / units));  // one wave at 3 blocks per SM
 }
 
 template <KVFormat F, int R, int T, int NH>

@@ -33,7 +33,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
   if (lossy::is_lossy(kv.format)) {  // E8 k2v2, q8, kivi2: attention_lossy.cu
-    void* scr = scratch(lossy::attention_scratch_bytes(kv, n_seqs, info_.multiprocessors));
+    void* scr = scratch(lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors));
     lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_);
     return;
   }

@@ -120,15 +120,40 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(Args P) {
   }
 }
 
-int32_t n_split_for(int32_t n_seqs, int32_t n_kv, int sms) {
-  const int32_t units = n_seqs * n_kv;
-  return std::max(1, std::min(kMaxSplit, (3 * sms + units - 1) / units));  // one wave at 3 blocks per SM
+// Shared bytes of one thread block of Attn<F, R, T, NH> (the same formula as its smem_bytes()).
+size_t smem_for(KVFormat f, int R, int T, int NH) {
+  const uint32_t sk = f == KVFormat::E8 ? e8_k_slot_bytes(T) : (f == KVFormat::Q8 ? q8_slot_bytes(T) : kivi2_k_slot_bytes(T));
+  const uint32_t sv = f == KVFormat::Q8 ? q8_slot_bytes(T) : v2_slot_bytes(T);
+  const size_t D = (size_t)T * NH, warp = 2 * R * D * 4 + 2 * 16 * R * 4 + (size_t)kStages * NH * (sk + sv);
+  return (size_t)E8_N_PROTO * 4 + kW * warp + (size_t)kW * R * (D + 2) * 4;
+}
+
+int smem_per_sm() {
+  static int cached[64] = {};
+  int dev = 0;
+  GAACRT_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < 64 && cached[dev]) return cached[dev];
+  int v = 0;
+  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  if (dev >= 0 && dev < 64) cached[dev] = v;
+  return v;
+}
+
+// Thread blocks per (sequence, kv-head): at most one wave of the blocks an SM holds (registers:
+// the kernel's launch bounds; shared memory: its stages), since one block more than a wave
+// leaves a second, nearly empty wave that doubles the time.
+int32_t n_split_for(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms) {
+  const int32_t G = a.n_head / kv.n_head_kv, R = G == 1 ? 1 : (G == 2 ? 2 : 4), T = kv.tile_dim, NH = kv.n_half;
+  const int reg_blocks = NH == 2 ? 2 : ((R == 4 && T >= 96) ? 3 : kMinBlocks);
+  const int smem_blocks = std::max(1, (int)(smem_per_sm() / (smem_for(kv.format, R, T, NH) + 1024)));
+  const int32_t units = n_seqs * kv.n_head_kv, per_sm = std::min(reg_blocks, smem_blocks);
+  return std::max(1, std::min(kMaxSplit, (per_sm * sms) / units));
 }
 
 }  // namespace
 
-size_t attention_scratch_bytes(const KVLayerView& kv, int32_t n_seqs, int sms) {
-  const int32_t n_split = n_split_for(n_seqs, kv.n_head_kv, sms);
+size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms) {
+  const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
   const size_t units = (size_t)n_seqs * kv.n_head_kv;
   return (units * kSplitRows * kv.head_dim_k + units * n_split * kSplitRows * (kv.head_dim_v + 2)) * sizeof(float);
 }
@@ -144,7 +169,7 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   if (kv.format == KVFormat::E8 && !kv.codec)
     throw Error("backend", "invalid_argument", "cuda attention: E8 cache without its layer state");
   if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
-  const int32_t n_split = n_split_for(n_seqs, kv.n_head_kv, sms);
+  const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
   const size_t units = (size_t)n_seqs * kv.n_head_kv;
   float* q_rot = static_cast<float*>(scratch);
   float* part = q_rot + units * kSplitRows * kv.head_dim_k;

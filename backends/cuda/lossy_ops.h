@@ -15,7 +15,7 @@ inline bool is_lossy(KVFormat f) { return f == KVFormat::E8 || f == KVFormat::Q8
 void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cudaStream_t stream);
 
 // Device scratch attention() needs for a batch of n_seqs sequences on a GPU of `sms` SMs.
-size_t attention_scratch_bytes(const KVLayerView& kv, int32_t n_seqs, int sms);
+size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms);
 void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
                float* out, void* scratch, int sms, int max_smem, cudaStream_t stream);
 

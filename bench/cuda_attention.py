@@ -1,7 +1,12 @@
 """bench/cuda_attention.py — decode attention on the GPU: our BF16 and GAAC kernels and torch's
 scaled_dot_product_attention, 32 query heads / 8 kv-heads, d = 128, one query, per layer.
 
-    python3 bench/cuda_attention.py [--ctx 8192,32768,65536,131072] [--prefill 2048]
+    python3 bench/cuda_attention.py [--ctx 8192,32768,65536,131072] [--prefill 2048] [--lossy e8,q8,kivi2]
+                                    [--only-lossy]
+
+--lossy adds a table for the fixed-slot lossy caches (attention_lossy.cu): us per layer, TB/s on
+the compressed bytes (84 / 272 / 112 B per token-head at d = 128; the 128..143-token BF16 raw
+window is counted at 512 B) and speed against our BF16 kernel on the same context.
 
 The cache comes from a real forward pass: a one-layer seeded synthetic model of that attention
 shape (tests/fixtures/tiny_models.py) prefills `--prefill` tokens on the GPU (GAAC calibrates
@@ -51,6 +56,8 @@ def main() -> None:
     ap.add_argument("--ctx", default="8192,32768,65536,131072")
     ap.add_argument("--prefill", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--lossy", default="e8,q8,kivi2", help="lossy caches to time ('' for none)")
+    ap.add_argument("--only-lossy", action="store_true", help="skip the BF16/GAAC/torch table")
     args = ap.parse_args()
     ctxs = [int(x) for x in args.ctx.split(",")]
     path = write_tiny_model(Path(tempfile.mkdtemp()) / "attn.gguf", "llama", seed=1, weight_type="q8_0", n_layers=1,
@@ -58,6 +65,39 @@ def main() -> None:
     m = gaacrt.Model(str(path), backend="cuda")
     toks = [int(t) for t in np.random.default_rng(0).integers(3, m.n_vocab, args.prefill)]
     print(f"device: {gaacrt.cuda_devices()[0]['name']}; layer: {N_HEAD} q-heads / {N_KV} kv-heads, d = {D}, batch 1")
+    if not args.only_lossy:
+        main_table(m, toks, ctxs, args)
+    if args.lossy:
+        lossy_table(m, toks, ctxs, args)
+
+
+def time_cache(m, toks, ctx, cache, reps):
+    c = _core.Context(m._m, n_ctx=ctx + 64, cache=cache)
+    s = _core.Session(c)
+    s.eval(toks)
+    c._extend_for_bench(s, ctx)
+    return float(np.median([c._time_attention(s, 0, reps) for _ in range(3)])), c.kv_stats()
+
+
+LOSSY_BYTES = {"e8": 84, "q8": 272, "kivi2": 112}  # per token-head at d = 128 (kv_codec_bytes.h)
+
+
+def lossy_table(m, toks, ctxs, args) -> None:
+    fmts = [f for f in args.lossy.split(",") if f]
+    print("\n| ctx | cache | us per layer | TB/s (compressed bytes) | speed vs our BF16 | BF16 us | tiles encoded |")
+    print("|---|---|---|---|---|---|---|")
+    for ctx in ctxs:
+        bf_t, _ = time_cache(m, toks, ctx, "bf16", args.reps)
+        for f in fmts:
+            t, st = time_cache(m, toks, ctx, f, args.reps)
+            window = 128 if f != "q8" else 0
+            raw = ctx - max(0, (ctx - window) // 16) * 16
+            nbytes = ((ctx - raw) * LOSSY_BYTES[f] + raw * 512) * N_KV
+            print(f"| {ctx} | {f} | {t * 1e6:.1f} | {nbytes / t / 1e12:.2f} | {bf_t / t:.2f} | {bf_t * 1e6:.1f} | "
+                  f"{st['k']['tiles_encoded']} |", flush=True)
+
+
+def main_table(m, toks, ctxs, args) -> None:
     print("| ctx | BF16 us | BF16 TB/s | GAAC us | GAAC TB/s (compressed bytes) | GAAC/BF16 speed | torch SDPA us "
           "(B=1) | torch B=4 us | GAAC K shares 3b/4b/raw, raw tiles | V shares |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -8,6 +8,7 @@
 #include "cuda_backend.h"
 #include "cuda_common.h"
 #include "kernels/attention_mma.cuh"
+#include "lossy_ops.h"
 
 namespace gaacrt::cuda {
 
@@ -28,12 +29,18 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                             const float* q, float* out) {
   if (n_seqs <= 0) return;
   const bool gaac = kv.format == KVFormat::GAAC;
-  if (kv.format != KVFormat::BF16 && !gaac)
-    throw Error("backend", "not_implemented",
-                strfmt("cuda attention: cache format %d is not implemented on CUDA (bf16, gaac are)", (int)kv.format));
   if (kv.n_head_kv <= 0 || args.n_head % kv.n_head_kv)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
+  if (lossy::is_lossy(kv.format)) {  // E8 k2v2, q8, kivi2: attention_lossy.cu
+    void* scr = scratch(lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors));
+    lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_);
+    return;
+  }
+  if (kv.format != KVFormat::BF16 && !gaac)
+    throw Error("backend", "not_implemented",
+                strfmt("cuda attention: cache format %d is not implemented on CUDA (bf16, gaac, e8, q8, kivi2 are)",
+                       (int)kv.format));
   const int32_t td = kv.tile_dim;
   if (td <= 0 || td > KV_TILE_MAX_DIM || kv.n_half < 1 || kv.n_half > 2 || (kv.n_half == 2 && td != KV_TILE_MAX_DIM) ||
       kv.head_dim_k != kv.n_half * td || kv.head_dim_v != kv.n_half * td)

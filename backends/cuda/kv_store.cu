@@ -10,6 +10,7 @@
 #include "cuda_backend.h"
 #include "cuda_common.h"
 #include "kv/gaac_codec.h"
+#include "lossy_ops.h"
 
 namespace gaacrt::cuda {
 namespace {
@@ -67,9 +68,10 @@ void CudaBackend::kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int6
     throw Error("backend", "invalid_argument",
                 strfmt("cuda kv_store: head dims %d/%d are not n_half %d x tile_dim %d", kv.head_dim_k, kv.head_dim_v,
                        kv.n_half, kv.tile_dim));
-  if (kv.format != KVFormat::BF16 && kv.format != KVFormat::GAAC)
+  if (kv.format != KVFormat::BF16 && kv.format != KVFormat::GAAC && !lossy::is_lossy(kv.format))
     throw Error("backend", "not_implemented",
-                strfmt("cuda kv_store: cache format %d is not implemented on CUDA (bf16, gaac are)", (int)kv.format));
+                strfmt("cuda kv_store: cache format %d is not implemented on CUDA (bf16, gaac, e8, q8, kivi2 are)",
+                       (int)kv.format));
   const int64_t n = n_tok * kv.n_head_kv * (kv.head_dim_k + kv.head_dim_v);
   kv_store_kernel<<<grid_for_items(n, kThreads), kThreads, 0, stream_>>>(kv, slots, n_tok, k, v);
   GAACRT_CUDA_CHECK(cudaGetLastError());
@@ -84,9 +86,11 @@ void CudaBackend::kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_
     if (!gaac_tile_dim_ok(kv.tile_dim))
       throw Error("backend", "invalid_argument", strfmt("cuda kv_finalize: GAAC tile dim %d", kv.tile_dim));
     gaac_finalize_kernel<<<grid, 64, 0, stream_>>>(kv, jobs, n_jobs);
+  } else if (lossy::is_lossy(kv.format)) {
+    lossy::kv_finalize(kv, jobs, n_jobs, stream_);  // kv_finalize_lossy.cu
   } else {
     throw Error("backend", "not_implemented",
-                strfmt("cuda kv_finalize: cache format %d is not implemented on CUDA (bf16, gaac are)", (int)kv.format));
+                strfmt("cuda kv_finalize: cache format %d is not implemented on CUDA (bf16, gaac, e8, q8, kivi2 are)", (int)kv.format));
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

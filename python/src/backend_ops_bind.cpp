@@ -4,13 +4,20 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 
+#include <cstring>
+#include <memory>
 #include <optional>
+#include <algorithm>
 #include <vector>
 
 #include "backend/backend.h"
 #include "bindings.h"
 #include "common/error.h"
+#include "common/half.h"
+#include "kv/lossy_codecs.h"
+#include "model/config.h"
 
 namespace nb = nanobind;
 
@@ -106,6 +113,134 @@ OutF32 attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, int32_t slidi
   return arr;
 }
 
+
+using OutU8 = nb::ndarray<nb::numpy, uint8_t>;
+using OutI32 = nb::ndarray<nb::numpy, int32_t>;
+
+template <typename T, typename Out>
+Out new_typed(std::vector<size_t> shape, T** data) {
+  size_t n = 1;
+  for (size_t s : shape) n *= s;
+  T* buf = new T[n ? n : 1];
+  *data = buf;
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  return Out(buf, shape.size(), shape.data(), owner);
+}
+
+// The same for a one-layer lossy cache (e8, q8, kivi2): every token goes to a raw page through
+// kv_store, the blocks older than the raw window are compressed by kv_finalize (slots in chunks
+// after the pages), then attention. Returns (out, K slots (n, bytes), V slots (n, bytes), fits):
+// the slots of the finalized tiles in (kv-head, half, block) order, for byte comparisons.
+nb::tuple lossy_attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, const std::string& cache, int32_t window,
+                             bool center, int32_t sliding_window, float softcap) {
+  if (k.ndim() != 3 || v.ndim() != 3 || q.ndim() != 3 || k.shape(0) != v.shape(0) || k.shape(1) != v.shape(1) ||
+      k.shape(2) != v.shape(2) || q.shape(2) != k.shape(2) || q.shape(1) % k.shape(1) || q.shape(0) > k.shape(0))
+    throw nb::value_error("lossy_attention: want k, v (n_ctx, n_head_kv, d) and q (n_q <= n_ctx, n_head, d)");
+  KVFormat f;
+  if (cache == "e8") f = KVFormat::E8;
+  else if (cache == "q8") f = KVFormat::Q8;
+  else if (cache == "kivi2") f = KVFormat::KIVI2;
+  else throw nb::value_error("lossy_attention: cache is e8, q8 or kivi2");
+  const int32_t n_ctx = (int32_t)k.shape(0), hkv = (int32_t)k.shape(1), d = (int32_t)k.shape(2);
+  const int32_t n_q = (int32_t)q.shape(0), n_head = (int32_t)q.shape(1);
+  ModelConfig cfg;
+  cfg.n_layer = 1;
+  cfg.n_head = n_head;
+  cfg.n_head_kv = hkv;
+  cfg.head_dim_k = cfg.head_dim_v = d;
+  KVLayerView kv{};
+  kv.format = f;
+  kv.n_head_kv = hkv;
+  kv.head_dim_k = kv.head_dim_v = d;
+  kv.tile_dim = d < KV_TILE_MAX_DIM ? d : KV_TILE_MAX_DIM;
+  if (d % kv.tile_dim) throw nb::value_error("lossy_attention: head dim is not whole tiles of 128");
+  kv.n_half = d / kv.tile_dim;
+  kv.max_blocks = (n_ctx + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS;
+  kv.page_bytes = (uint64_t)KV_BLOCK_TOKENS * kv.tile_dim * 2;
+  kv.chunk_bytes = KV_CHUNK_PAGES * kv.page_bytes;
+  const int64_t n_entries = (int64_t)hkv * 2 * kv.n_half * kv.max_blocks;
+  std::vector<uint32_t> table(n_entries);
+  for (int64_t i = 0; i < n_entries; ++i) table[i] = (uint32_t)(n_entries - 1 - i);
+  const int32_t ready = std::max(0, (n_ctx - window) / KV_BLOCK_TOKENS);
+
+  float* out;
+  OutF32 arr = new_array({(size_t)n_q, (size_t)n_head, (size_t)d}, &out);
+  const int64_t n_fin = (int64_t)hkv * kv.n_half * ready;
+  std::vector<KVFinalizeJob> jobs;
+  uint8_t *kb = nullptr, *vb = nullptr;
+  int32_t* fits = nullptr;
+  OutI32 fits_arr = new_typed<int32_t, OutI32>({(size_t)2 * n_fin}, &fits);
+  std::unique_ptr<LossyKVCodec> codec;
+  {
+    nb::gil_scoped_release nogil;
+    codec = std::make_unique<LossyKVCodec>(f, cfg, be, window, false, center);
+  }
+  for (int is_v = 0; is_v < 2; ++is_v) kv.slot_bytes[is_v] = codec->slot_bytes(kv.tile_dim, is_v == 1);
+  OutU8 k_arr = new_typed<uint8_t, OutU8>({(size_t)n_fin, (size_t)kv.slot_bytes[0]}, &kb);
+  OutU8 v_arr = new_typed<uint8_t, OutU8>({(size_t)n_fin, (size_t)kv.slot_bytes[1]}, &vb);
+  {
+    nb::gil_scoped_release nogil;
+    const uint64_t first_chunk = (n_entries * kv.page_bytes + kv.chunk_bytes - 1) / kv.chunk_bytes;
+    uint64_t spc[2], n_chunks[2];
+    for (int is_v = 0; is_v < 2; ++is_v) {
+      spc[is_v] = std::min<uint64_t>(KV_SLOTS_PER_CHUNK_MAX, kv.chunk_bytes / kv.slot_bytes[is_v]);
+      n_chunks[is_v] = ((uint64_t)n_fin + spc[is_v] - 1) / spc[is_v];
+    }
+    int64_t n_of[2] = {0, 0};
+    for (int32_t h = 0; h < hkv; ++h)
+      for (int is_v = 0; is_v < 2; ++is_v)
+        for (int32_t half = 0; half < kv.n_half; ++half)
+          for (int32_t b = 0; b < ready; ++b) {
+            const uint64_t n = (uint64_t)n_of[is_v]++;
+            const uint64_t chunk = first_chunk + (is_v ? n_chunks[0] : 0) + n / spc[is_v];
+            const uint32_t e = KV_ENTRY_SLOT | (uint32_t)(chunk << KV_SLOT_SUB_BITS) | (uint32_t)(n % spc[is_v]);
+            jobs.push_back({h, is_v, half, b, table[kv_entry_index(kv, h, is_v, half, b)], e, 0, 0});
+          }
+    const uint64_t arena_bytes = (first_chunk + n_chunks[0] + n_chunks[1]) * kv.chunk_bytes;
+    Buf arena(be, arena_bytes), tab(be, n_entries * 4, table.data());
+    kv.arena = static_cast<uint8_t*>(arena.p);
+    std::vector<KVTokenSlot> slots(n_ctx);
+    for (int32_t t = 0; t < n_ctx; ++t) slots[t] = {static_cast<const uint32_t*>(tab.p), t};
+    Buf sd(be, slots.size() * sizeof(KVTokenSlot), slots.data());
+    Buf kd(be, k.size() * 4, k.data()), vd(be, v.size() * 4, v.data()), qq(be, q.size() * 4, q.data());
+    Buf od(be, (size_t)n_q * n_head * d * 4);
+    be.kv_store(kv, static_cast<const KVTokenSlot*>(sd.p), n_ctx, kd.f(), vd.f());
+    if (center && f == KVFormat::E8) {  // the per-head mean key of all the tokens, as a first prefill fits it
+      std::vector<uint16_t> kbf(k.size());
+      for (size_t i = 0; i < kbf.size(); ++i) kbf[i] = f32_to_bf16(k.data()[i]);
+      codec->calibrate_add(0, kbf.data(), kbf.data(), n_ctx);
+      codec->calibrate_finish(n_ctx);
+    }
+    kv.codec = codec->layer_state(0);
+    if (!jobs.empty()) {
+      Buf jd(be, jobs.size() * sizeof(KVFinalizeJob), jobs.data());
+      KVFinalizeJob* jp = be.shares_host_memory() ? jobs.data() : static_cast<KVFinalizeJob*>(jd.p);
+      be.kv_finalize(kv, jp, (int64_t)jobs.size());
+      if (!be.shares_host_memory()) be.download(jobs.data(), jd.p, jobs.size() * sizeof(KVFinalizeJob));
+      for (const KVFinalizeJob& j : jobs)
+        if (j.fits) table[kv_entry_index(kv, j.head, j.is_v, j.half, j.block)] = j.slot;
+      be.upload(tab.p, table.data(), n_entries * 4);
+      std::vector<uint8_t> host(arena_bytes - first_chunk * kv.chunk_bytes);
+      be.download(host.data(), kv.arena + first_chunk * kv.chunk_bytes, host.size());
+      int64_t n_k = 0, n_v = 0;
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        const KVFinalizeJob& j = jobs[i];
+        const uint8_t* src = host.data() + (kv_entry_ptr(kv, j.slot, j.is_v) - kv.arena) - first_chunk * kv.chunk_bytes;
+        uint8_t* dst = j.is_v ? vb + (n_v++) * kv.slot_bytes[1] : kb + (n_k++) * kv.slot_bytes[0];
+        std::memcpy(dst, src, kv.slot_bytes[j.is_v]);
+        fits[i] = j.fits;
+      }
+    }
+    const AttnSeq seq{static_cast<const uint32_t*>(tab.p), 0, n_q, n_ctx - n_q};
+    Buf qd(be, sizeof(AttnSeq), &seq);
+    const AttentionArgs args{n_head, scale, sliding_window, softcap};
+    be.attention(kv, args, static_cast<const AttnSeq*>(qd.p), 1, qq.f(), od.f());
+    be.download(out, od.p, (size_t)n_q * n_head * d * 4);
+    be.synchronize();
+  }
+  return nb::make_tuple(arr, k_arr, v_arr, fits_arr);
+}
+
 }  // namespace
 
 void bind_backend_ops(nb::module_& m) {
@@ -178,6 +313,11 @@ void bind_backend_ops(nb::module_& m) {
         nb::arg("sliding_window") = 0, nb::arg("softcap") = 0.f,
         "k, v (n_ctx, n_head_kv, d) stored in a paged BF16 cache via kv_store, then attention of q (n_q, n_head, d) "
         "at the last n_q positions");
+  m.def("op_lossy_attention", &lossy_attention_op, nb::arg("backend"), nb::arg("k"), nb::arg("v"), nb::arg("q"),
+        nb::arg("scale"), nb::arg("cache"), nb::arg("window") = 0, nb::arg("center") = false,
+        nb::arg("sliding_window") = 0, nb::arg("softcap") = 0.f,
+        "op_attention over a one-layer lossy cache (e8, q8, kivi2) whose blocks older than `window` tokens are "
+        "finalized; returns (out, K slots, V slots, fits) with the finalized slots' bytes");
 }
 
 }  // namespace gaacrt::py

@@ -1,0 +1,189 @@
+// attention_lossy.cu — attention over E8 k2v2, q8 and kivi2 caches on CUDA cores: compressed
+// slots and the BF16 raw window / tail in one online softmax (CPU reference:
+// backends/cpu/attention.cpp with backends/cpu/kv_finalize_lossy.cpp's decode_lossy_tile).
+//
+// Work split (as kernels/attention_mma.cuh): a row is (query token, head of the GQA group); a
+// warp owns R rows (R = 1, 2 or 4, from the group size) and streams 16-token blocks through a
+// 3-deep cp.async pipeline of its own shared buffers (slots only; raw BF16 pages are read from
+// global memory, they are the few newest blocks). Per block:
+//   * scores: lane (j, tg) holds 8 channels j of the R rows' queries in registers and scores the
+//     tokens tg, tg + 32/NBP, ... of the block; E8 decodes each 16-bit code once (1 KiB packed
+//     table in shared memory, e8_codebook.h's nibble decode) and dots it with all R rows (GQA),
+//     in the rotated basis (queries rotated by the layer's R; centering adds q~ . mean~); the
+//     partial sums meet in a transposing butterfly reduction;
+//   * online softmax per row; values decoded per lane's channels and accumulated.
+// Decode-sized sequences (rows <= 16): the visible blocks are split over n_split thread blocks
+// (4 warps each dealing blocks round-robin), the warps merge in shared memory, each thread block
+// writes a partial (m, l, O) and a second kernel merges the splits. Larger (prefill) sequences:
+// each warp takes an R-row tile over its whole visible range and writes its rows itself.
+// Results equal the CPU's to float rounding (summation orders differ); tests/test_cuda_lossy.py.
+#include <algorithm>
+#include <cmath>
+
+#include "cuda_common.h"
+#include "kernels/attention_lossy.cuh"
+#include "lossy_ops.h"
+
+namespace gaacrt::cuda::lossy {
+namespace {
+
+using namespace detail;
+
+// E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head). R is
+// read once per thread block, coalesced, 16 columns at a time through shared memory.
+__global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
+  constexpr int kCols = 16, kMaxD = 256;
+  __shared__ float rs[kMaxD][kCols + 1];
+  __shared__ float qs[kSplitRows][kMaxD];
+  const KVLayerView& kv = P.kv;
+  const int32_t kvh = blockIdx.x, seq = blockIdx.y, d = kv.head_dim_k, tid = threadIdx.x;
+  const AttnSeq s = P.seqs[seq];
+  const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
+  if (n_rows > kSplitRows) return;
+  const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
+  for (int32_t e = tid; e < n_rows * d; e += kThreads) {
+    const int32_t r = e / d, c = e % d;
+    qs[r][c] = P.q[((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * d + c];
+  }
+  float y[2][kSplitRows];
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r) y[k][r] = 0.f;
+  for (int32_t c0 = 0; c0 < d; c0 += kCols) {
+    __syncthreads();
+    for (int32_t e = tid; e < d * kCols; e += kThreads) rs[e / kCols][e % kCols] = st.rot[(size_t)(e / kCols) * d + c0 + e % kCols];
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int32_t i = tid + k * kThreads;
+      if (i >= d) continue;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const float rc = rs[i][c];
+#pragma unroll
+        for (int r = 0; r < kSplitRows; ++r)
+          if (r < n_rows) y[k][r] = __fmaf_rn(rc, qs[r][c0 + c], y[k][r]);
+      }
+    }
+  }
+  float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * kSplitRows * d;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int32_t i = tid + k * kThreads;
+    if (i >= d) continue;
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r)
+      if (r < n_rows) dst[r * d + i] = y[k][r];
+  }
+}
+
+// Decode-sized sequences: merges the n_split partials of one row per thread block (grid z =
+// row): warp 0 turns the splits' maxima into weights, then every channel sums its column.
+__global__ void __launch_bounds__(kThreads) reduce_kernel(Args P) {
+  __shared__ float f[kMaxSplit];
+  __shared__ float sL;
+  const KVLayerView& kv = P.kv;
+  const int32_t kvh = blockIdx.x, seq = blockIdx.y, r = blockIdx.z, dv = kv.head_dim_v, rs = dv + 2;
+  const AttnSeq s = P.seqs[seq];
+  const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
+  if (n_rows > kSplitRows || r >= n_rows) return;
+  const int32_t ns = P.n_split, stride = kSplitRows * rs;
+  const float* pu = P.part + (((size_t)seq * kv.n_head_kv + kvh) * ns * kSplitRows + r) * rs;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float M = -INFINITY;
+    for (int32_t sp = lane; sp < ns; sp += 32) M = fmaxf(M, __ldcg(pu + (size_t)sp * stride + dv));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
+    float L = 0.f;
+    for (int32_t sp = lane; sp < ns; sp += 32) {
+      const float m = __ldcg(pu + (size_t)sp * stride + dv);
+      const float w = (m == -INFINITY || M == -INFINITY) ? 0.f : expf(m - M);
+      f[sp] = w;
+      L += w * __ldcg(pu + (size_t)sp * stride + dv + 1);
+    }
+    L = warp_sum_f32(L);
+    if (lane == 0) sL = L;
+  }
+  __syncthreads();
+  const float L = sL, inv = L > 0.f ? 1.f / L : 0.f;
+  float* o = P.out + ((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * dv;
+  for (int32_t c = threadIdx.x; c < dv; c += kThreads) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    int32_t sp = 0;
+    for (; sp + 4 <= ns; sp += 4)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[k] = __fmaf_rn(__ldcg(pu + (size_t)(sp + k) * stride + c), f[sp + k], acc[k]);
+    for (; sp < ns; ++sp) acc[0] = __fmaf_rn(__ldcg(pu + (size_t)sp * stride + c), f[sp], acc[0]);
+    o[c] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * inv;
+  }
+}
+
+// Shared bytes of one thread block of Attn<F, R, T, NH> (the same formula as its smem_bytes()).
+size_t smem_for(KVFormat f, int R, int T, int NH) {
+  const uint32_t sk = f == KVFormat::E8 ? e8_k_slot_bytes(T) : (f == KVFormat::Q8 ? q8_slot_bytes(T) : kivi2_k_slot_bytes(T));
+  const uint32_t sv = f == KVFormat::Q8 ? q8_slot_bytes(T) : v2_slot_bytes(T);
+  const size_t D = (size_t)T * NH, warp = 2 * R * D * 4 + 2 * 16 * R * 4 + (size_t)kStages * NH * (sk + sv);
+  return (size_t)E8_N_PROTO * 4 + kW * warp + (size_t)kW * R * (D + 2) * 4;
+}
+
+int smem_per_sm() {
+  static int cached[64] = {};
+  int dev = 0;
+  GAACRT_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < 64 && cached[dev]) return cached[dev];
+  int v = 0;
+  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  if (dev >= 0 && dev < 64) cached[dev] = v;
+  return v;
+}
+
+// Thread blocks per (sequence, kv-head): at most one wave of the blocks an SM holds (registers:
+// the kernel's launch bounds; shared memory: its stages), since one block more than a wave
+// leaves a second, nearly empty wave that doubles the time.
+int32_t n_split_for(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms) {
+  const int32_t G = a.n_head / kv.n_head_kv, R = G == 1 ? 1 : (G == 2 ? 2 : 4), T = kv.tile_dim, NH = kv.n_half;
+  const int reg_blocks = NH == 2 ? 2 : ((R == 4 && T >= 96) ? 3 : kMinBlocks);
+  const int smem_blocks = std::max(1, (int)(smem_per_sm() / (smem_for(kv.format, R, T, NH) + 1024)));
+  const int32_t units = n_seqs * kv.n_head_kv, per_sm = std::min(reg_blocks, smem_blocks);
+  return std::max(1, std::min(kMaxSplit, (per_sm * sms) / units));
+}
+
+}  // namespace
+
+size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms) {
+  const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
+  const size_t units = (size_t)n_seqs * kv.n_head_kv;
+  return (units * kSplitRows * kv.head_dim_k + units * n_split * kSplitRows * (kv.head_dim_v + 2)) * sizeof(float);
+}
+
+void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
+               float* out, void* scratch, int sms, int max_smem, cudaStream_t stream) {
+  const int32_t T = kv.tile_dim;
+  if (T < 32 || T > KV_TILE_MAX_DIM || T % 32 || kv.n_half < 1 || kv.n_half > 2 || (kv.n_half == 2 && T != 128) ||
+      kv.head_dim_k != T * kv.n_half || kv.head_dim_v != T * kv.n_half)
+    throw Error("backend", "invalid_argument",
+                strfmt("cuda attention: lossy cache head dims %d/%d (tile %d x %d) unsupported (32, 64, 96, 128, 256)",
+                       kv.head_dim_k, kv.head_dim_v, kv.n_half, T));
+  if (kv.format == KVFormat::E8 && !kv.codec)
+    throw Error("backend", "invalid_argument", "cuda attention: E8 cache without its layer state");
+  if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
+  const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
+  const size_t units = (size_t)n_seqs * kv.n_head_kv;
+  float* q_rot = static_cast<float*>(scratch);
+  float* part = q_rot + units * kSplitRows * kv.head_dim_k;
+  Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0};
+  const int32_t G = a.n_head / kv.n_head_kv;
+  if (kv.format == KVFormat::E8) rotate_kernel<<<dim3(kv.n_head_kv, n_seqs), kThreads, 0, stream>>>(P);
+  const dim3 grid(n_split, kv.n_head_kv, n_seqs);
+  switch (kv.format) {
+    case KVFormat::E8: launch_e8(kv, G, P, grid, max_smem, stream); break;
+    case KVFormat::Q8: launch_q8(kv, G, P, grid, max_smem, stream); break;
+    default: launch_kivi2(kv, G, P, grid, max_smem, stream); break;
+  }
+  reduce_kernel<<<dim3(kv.n_head_kv, n_seqs, kSplitRows), kThreads, 0, stream>>>(P);
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace gaacrt::cuda::lossy

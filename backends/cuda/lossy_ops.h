@@ -1,0 +1,22 @@
+// lossy_ops.h — the CUDA ops of the fixed-slot lossy cache formats (E8 k2v2, q8, kivi2;
+// src/kv/lossy_codecs.h): block finalization (kv_finalize_lossy.cu) and attention
+// (attention_lossy.cu). CudaBackend::kv_finalize / ::attention dispatch here for those formats.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kv/kv_view.h"
+
+namespace gaacrt::cuda::lossy {
+
+inline bool is_lossy(KVFormat f) { return f == KVFormat::E8 || f == KVFormat::Q8 || f == KVFormat::KIVI2; }
+
+// Encodes each job's raw BF16 tile into its slot with the portable codecs (byte-identical to the
+// CPU backend's backends/cpu/kv_finalize_lossy.cpp); jobs live in device memory.
+void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cudaStream_t stream);
+
+// Device scratch attention() needs for a batch of n_seqs sequences on a GPU of `sms` SMs.
+size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms);
+void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
+               float* out, void* scratch, int sms, int max_smem, cudaStream_t stream);
+
+}  // namespace gaacrt::cuda::lossy

@@ -41,9 +41,11 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
   if (n_rows > kSplitRows) return;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
+  const float* scl = st.scale ? st.scale + (size_t)kvh * d : nullptr;  // centering: q~ = R (scale * q)
   for (int32_t e = tid; e < n_rows * d; e += kThreads) {
     const int32_t r = e / d, c = e % d;
-    qs[r][c] = P.q[((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * d + c];
+    const float x = P.q[((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * d + c];
+    qs[r][c] = scl ? __fmul_rn(x, scl[c]) : x;
   }
   float y[2][kSplitRows];
 #pragma unroll

@@ -56,11 +56,12 @@ __device__ void encode_e8_keys(const KVLayerView& kv, const KVFinalizeJob* jobs,
   __syncthreads();
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
   const float* mu = st.mean ? st.mean + (size_t)me.head * d : nullptr;
+  const float* scl = st.mean ? st.scale + (size_t)me.head * d : nullptr;  // centering's per-channel scale
   for (int32_t e = tid; e < KV_BLOCK_TOKENS * d; e += kThreads) {
     const int32_t t = e / d, c = e % d, h = c / T, cc = c % T;
     const uint16_t* pg = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)page_of[h] * kv.page_bytes);
     float x = bf16_to_f32(pg[t * T + cc]);
-    if (mu) x = __fsub_rn(x, mu[c]);
+    if (mu) x = __fdiv_rn(__fsub_rn(x, mu[c]), scl[c]);  // (k - mean) / scale, as the CPU rounds it
     k[e] = x;
   }
   __syncthreads();

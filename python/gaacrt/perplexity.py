@@ -41,7 +41,7 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 def perplexity(model: Model, text: str, cache: str = "bf16", ctx: int = 512, ubatch: int = 16,
                max_windows: int | None = None, compare_bf16: bool = True, calibration: str | None = None,
-               progress=None) -> PerplexityResult:
+               progress=None, e8_center: bool = False, raw_sink: int = 0) -> PerplexityResult:
     toks = model.tokenize(text, add_special=False)
     bos = model.tokenizer.bos_id if model.tokenizer.add_bos else None
     step = ctx - (1 if bos is not None else 0)
@@ -57,7 +57,8 @@ def perplexity(model: Model, text: str, cache: str = "bf16", ctx: int = 512, uba
         first = ctx // 2  # score the second half, as llama-perplexity does
         runs = {cache: None} if (cache == "bf16" or not compare_bf16) else {cache: None, "bf16": None}
         for fmt in runs:
-            s = model.session(n_ctx=ctx, cache=fmt, n_ubatch=ubatch, calibration=calibration if fmt != "bf16" else None)
+            opts = {} if fmt == "bf16" else {"calibration": calibration, "e8_center": e8_center, "raw_sink": raw_sink}
+            s = model.session(n_ctx=ctx, cache=fmt, n_ubatch=ubatch, **opts)
             rows = []
             for c in range(0, ctx, ubatch):
                 out = s.eval(window[c:c + ubatch], all_logits=True)

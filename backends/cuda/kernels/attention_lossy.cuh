@@ -442,13 +442,14 @@ struct Attn {
                 rows.valid[r] ? P.q_rot[(((size_t)seq * kv.n_head_kv + kvh) * kSplitRows + r0 + r) * D + c] : 0.f;
       } else {
         __syncwarp();
+        const float* scl = st.scale ? st.scale + (size_t)kvh * D : nullptr;  // centering: q~ = R (scale * q)
         for (int i = lane; i < D; i += 32) {
           const float* Ri = st.rot + (size_t)i * D;
           float y[R];
 #pragma unroll
           for (int r = 0; r < R; ++r) y[r] = 0.f;
           for (int c = 0; c < D; ++c) {
-            const float rc = Ri[c];
+            const float rc = scl ? __fmul_rn(Ri[c], scl[c]) : Ri[c];
 #pragma unroll
             for (int r = 0; r < R; ++r) y[r] = __fmaf_rn(rc, qs[r * D + c], y[r]);
           }

@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", type=int, default=None, help="at most this many windows")
     ap.add_argument("--no-bf16", action="store_true", help="skip the BF16 comparison run")
     ap.add_argument("--calibration", default=None, help="GAAC sidecar")
+    ap.add_argument("--e8-center", action="store_true",
+                    help="E8: code keys as (k - mean) / sqrt(std) per channel, fitted online (not in the paper)")
+    ap.add_argument("--raw-sink", type=int, default=0, metavar="N",
+                    help="lossy formats: keep the first N tokens BF16 for good (the attention sink)")
     ap.add_argument("-t", "--threads", type=int, default=None)
     args = ap.parse_args(argv)
     try:
@@ -32,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         text = open(args.file, encoding="utf-8", errors="replace").read()
         r = perplexity(model, text, cache=args.cache, ctx=args.ctx, ubatch=args.ubatch, max_windows=args.windows,
                        compare_bf16=not args.no_bf16, calibration=args.calibration,
+                       e8_center=args.e8_center, raw_sink=args.raw_sink,
                        progress=lambda w, n, p: print(f"[{w}/{n}] {p:.4f}", file=sys.stderr, flush=True))
     except (GGUFError, GaacrtError, models.ModelFetchError, OSError, ValueError) as e:
         print(f"gaac-perplexity: {e}", file=sys.stderr)

@@ -75,6 +75,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     part = static_cast<float*>(
         scratch((size_t)units * n_split * attn::kRowsPerGroup * (kv.head_dim_v + 2) * sizeof(float)));
     if (attn_counters_n_ < units) {  // arrival counters start at zero; the kernel leaves them so
+      no_capture("growing the attention counters");
+      ++epoch_;
       GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
       if (attn_counters_) cudaFree(attn_counters_);
       attn_counters_ = nullptr;

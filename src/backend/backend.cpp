@@ -3,7 +3,12 @@
 // tolerance of this composition (bit-identical where the op promises it).
 #include "backend.h"
 
+#include <cstdlib>
+
 namespace gaacrt {
+
+void* Backend::alloc_host(size_t bytes) { return std::malloc(bytes == 0 ? 1 : bytes); }
+void Backend::free_host(void* p) { std::free(p); }
 
 void Backend::norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
                            const WeightView* w, const float* const* bias, float* const* y, float* xn) {

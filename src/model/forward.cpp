@@ -111,6 +111,9 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
   // layer the slots (layer, token) and sequences (layer, seq).
   const size_t ns = seqs.size();
   const MetaLayout m = meta_layout((size_t)n, ns, (size_t)c.n_layer);
+  // The previous step's upload reads host_meta_ asynchronously; a step that downloaded logits
+  // has waited for it, one without (a prefill chunk) has not.
+  if (meta_in_flight_) be_.synchronize();
   std::memcpy(host_meta_ + m.ids, b.tokens.data(), n * sizeof(int32_t));
   std::memcpy(host_meta_ + m.pos, b.pos.data(), n * sizeof(int32_t));
   KVTokenSlot* hslots = reinterpret_cast<KVTokenSlot*>(host_meta_ + m.slots);
@@ -123,6 +126,7 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
     }
   }
   be_.upload(meta_, host_meta_, m.total);
+  meta_in_flight_ = true;
   const auto* ids = reinterpret_cast<const int32_t*>(meta_ + m.ids);
   const auto* pos = reinterpret_cast<const int32_t*>(meta_ + m.pos);
   const auto* slots = reinterpret_cast<const KVTokenSlot*>(meta_ + m.slots);
@@ -166,7 +170,10 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
   } else {
     step();
   }
-  if (n_out > 0) be_.download(logits_out, logits_, (size_t)n_out * c.n_vocab * sizeof(float));
+  if (n_out > 0) {
+    be_.download(logits_out, logits_, (size_t)n_out * c.n_vocab * sizeof(float));
+    meta_in_flight_ = false;
+  }
 }
 
 void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t* ids, const int32_t* pos,

@@ -80,6 +80,7 @@ class Forward {
   uint8_t* meta_ = nullptr;
   uint8_t* host_meta_ = nullptr;
   size_t meta_bytes_ = 0;
+  bool meta_in_flight_ = false;   // an upload from host_meta_ may not have completed
   std::vector<Recorded> graphs_;  // most recent last; at most kMaxGraphs
   StepKey seen_;                  // the last step run eagerly: recorded when the next one matches
   bool graphs_broken_ = false;    // a recording failed: run eagerly from then on

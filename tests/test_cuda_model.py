@@ -34,8 +34,8 @@ def model_path(request, tmp_path_factory):
     return write_tiny_model(tmp_path_factory.mktemp(request.param) / f"{request.param}.gguf", arch, seed=11, **kw)
 
 
-def logits_run(model, toks, n_prefill, n_decode, cache="bf16"):
-    s = model.session(n_ctx=len(toks) + 8, cache=cache)
+def logits_run(model, toks, n_prefill, n_decode, cache="bf16", n_ctx=None):
+    s = model.session(n_ctx=n_ctx or len(toks) + 8, cache=cache)
     rows = [s.eval(toks[:n_prefill], all_logits=True)]
     for t in toks[n_prefill:n_prefill + n_decode]:
         s.eval([t])
@@ -108,10 +108,10 @@ def test_cuda_graph_decode_is_bit_identical_to_eager(model_path, cache, monkeypa
     rng = np.random.default_rng(6)
     toks = [int(t) for t in rng.integers(3, gpu.n_vocab, 50)]
     monkeypatch.setenv("GAACRT_CUDA_GRAPH", "0")
-    a, s0 = logits_run(gpu, toks, 10, 40, cache=cache)
+    a, s0 = logits_run(gpu, toks, 10, 40, cache=cache, n_ctx=256)  # room for GAAC's slots beside the pages
     assert graph_stats(s0)["replays"] == 0
     monkeypatch.setenv("GAACRT_CUDA_GRAPH", "1")
-    b, s1 = logits_run(gpu, toks, 10, 40, cache=cache)
+    b, s1 = logits_run(gpu, toks, 10, 40, cache=cache, n_ctx=256)
     st = graph_stats(s1)
     print(f"{model_path.name} {cache}: graph stats", st)
     assert st["replays"] >= 30 and st["captures"] >= 1

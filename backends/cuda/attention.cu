@@ -59,10 +59,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   }
 
   // Split-K width: about two thread blocks per multiprocessor for the batch (every block then
-  // runs in one wave); a function of the batch shape and the GPU only, never of the format or
-  // the positions, so BF16 and GAAC sum in the same order and a captured graph stays valid.
+  // runs in one wave); a function of the batch shape, the cache's context and the GPU only, never
+  // of the format or the positions, so BF16 and GAAC sum in the same order and a captured graph
+  // stays valid.
   const int32_t units = n_seqs * kv.n_head_kv;
-  const int32_t n_split = std::max(1, std::min(kMaxSplit, (2 * info_.multiprocessors + units - 1) / units));
+  // No more splits than the cache's longest sequence has chunks of attn::kChunkBlocks blocks (the
+  // rest would find no keys): bounded by the session's context, never by the current length.
+  const int32_t max_chunks = std::max(1, (kv.max_blocks + attn::kChunkBlocks - 1) / attn::kChunkBlocks);
+  const int32_t n_split =
+      std::max(1, std::min({kMaxSplit, max_chunks, (2 * info_.multiprocessors + units - 1) / units}));
   uint32_t warp_bytes = 0;
   const size_t smem = attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes);
   if (smem > (size_t)max_dynamic_smem(device_))

@@ -59,6 +59,7 @@ class CudaBackend final : public Backend {
   void qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
                      const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope, const KVLayerView& kv,
                      const KVTokenSlot* slots) override;
+  void matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) override;
   void norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, const WeightView& gate,
                     const WeightView& up, Activation act, float* h, float* up_scratch, float* xn) override;
 

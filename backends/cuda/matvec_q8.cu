@@ -201,7 +201,7 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 
 // Decode matmul in one launch: every thread block quantizes x itself into shared memory (the
 // same arithmetic as quantize_q8_kernel), then its warps take one row each.
-template <typename Block, int QK>
+template <typename Block, int QK, bool kAccumulate>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
@@ -221,7 +221,10 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
     if (t >= n_tok) break;
-    if (lane == 0) y[(int64_t)t * n_rows + row] = bias ? acc[t] + bias[row] : acc[t];
+    if (lane != 0) continue;
+    const float v = bias ? acc[t] + bias[row] : acc[t];
+    if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
+    else y[(int64_t)t * n_rows + row] = v;
   }
 }
 
@@ -429,14 +432,18 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
 }
 
 bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, bool accumulate) {
   const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
   if (smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    matvec_q8_self_kernel<typename BT::block, BT::qk><<<grid, kRowsPerBlock * kWarpSize, smem, stream>>>(
-        static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
+    if (accumulate)
+      matvec_q8_self_kernel<typename BT::block, BT::qk, true><<<grid, kRowsPerBlock * kWarpSize, smem, stream>>>(
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
+    else
+      matvec_q8_self_kernel<typename BT::block, BT::qk, false><<<grid, kRowsPerBlock * kWarpSize, smem, stream>>>(
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;

@@ -39,9 +39,10 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
                        cudaStream_t stream);
 // matvec_q8 in one launch, each thread block quantizing x into shared memory; false (nothing
-// launched) when x is too large for that. Same bits as matvec_q8.
+// launched) when x is too large for that. Same bits as matvec_q8 (accumulate: y += the result,
+// the same bits as matvec_q8 into a buffer, then CudaBackend::add).
 constexpr size_t kMatvecQ8SelfMaxSmem = 40 * 1024;
 bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
-                    cudaStream_t stream);
+                    cudaStream_t stream, bool accumulate = false);
 
 }  // namespace gaacrt::cuda

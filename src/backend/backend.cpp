@@ -27,6 +27,11 @@ void Backend::qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, i
   kv_store(kv, slots, n_tok, k, v);
 }
 
+void Backend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {
+  matmul(w, x, n_tok, tmp, nullptr);
+  add(y, tmp, n_tok * w.n_rows);
+}
+
 void Backend::norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
                            const WeightView& gate, const WeightView& up, Activation act, float* h, float* up_scratch,
                            float* xn) {

@@ -136,6 +136,9 @@ class Backend {
   virtual void qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
                              const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope,
                              const KVLayerView& kv, const KVTokenSlot* slots);
+  // Residual projection: y(n_tok, w.n_rows) += x(n_tok, w.n_cols) · wᵀ; tmp (n_tok, w.n_rows) is work
+  // space (the reference: matmul into tmp, then add).
+  virtual void matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp);
   // Gate/up + activation: h(n_tok, n_ff) = act(rms_norm(x)·gateᵀ) ⊙ (rms_norm(x)·upᵀ); `up_scratch`
   // (n_tok, n_ff) and xn (n_tok, dim) are work space.
   virtual void norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,

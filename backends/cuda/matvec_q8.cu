@@ -167,6 +167,48 @@ __device__ __forceinline__ void row_dots(const Block* __restrict__ blocks, int64
   }
 }
 
+// row_dots for two rows at once (gate and up): both rows' loads are in flight together; each
+// row's sums are formed in row_dots' order, so the bits are the same.
+template <typename Block, int QK>
+__device__ __forceinline__ void row_dots2(const Block* __restrict__ ba, const Block* __restrict__ bb, int64_t n_cols,
+                                          int n_tok, const int8_t* xq, const float* xd, const float* xs, int lane,
+                                          float (&acc_a)[kMatvecQ8MaxTokens], float (&acc_b)[kMatvecQ8MaxTokens]) {
+  constexpr int kSubs = QK / 32;
+  const int64_t n_sub = n_cols / 32;
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) acc_a[t] = acc_b[t] = 0.f;
+  for (int64_t sidx = lane; sidx < n_sub; sidx += kWarpSize) {
+    Sub32 sa, sb;
+    unpack(ba[sidx / kSubs], (int)(sidx % kSubs), sa);
+    unpack(bb[sidx / kSubs], (int)(sidx % kSubs), sb);
+    int wa[8], wb[8];
+    memcpy(wa, sa.q, 32);
+    memcpy(wb, sb.q, 32);
+#pragma unroll
+    for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+      if (t >= n_tok) break;
+      const int4* xp = reinterpret_cast<const int4*>(xq + (int64_t)t * n_cols + sidx * 32);
+      const int4 a = xp[0], b = xp[1];
+      const int64_t xb = (int64_t)t * n_sub + sidx;
+      int lo = 0, hi = 0;
+      lo = __dp4a(wa[0], a.x, lo); lo = __dp4a(wa[1], a.y, lo); lo = __dp4a(wa[2], a.z, lo); lo = __dp4a(wa[3], a.w, lo);
+      hi = __dp4a(wa[4], b.x, hi); hi = __dp4a(wa[5], b.y, hi); hi = __dp4a(wa[6], b.z, hi); hi = __dp4a(wa[7], b.w, hi);
+      acc_a[t] += xd[xb] * (sa.d0 * (float)lo + sa.d1 * (float)hi) + sa.m * xs[xb];
+      lo = 0;
+      hi = 0;
+      lo = __dp4a(wb[0], a.x, lo); lo = __dp4a(wb[1], a.y, lo); lo = __dp4a(wb[2], a.z, lo); lo = __dp4a(wb[3], a.w, lo);
+      hi = __dp4a(wb[4], b.x, hi); hi = __dp4a(wb[5], b.y, hi); hi = __dp4a(wb[6], b.z, hi); hi = __dp4a(wb[7], b.w, hi);
+      acc_b[t] += xd[xb] * (sb.d0 * (float)lo + sb.d1 * (float)hi) + sb.m * xs[xb];
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+    if (t >= n_tok) break;
+    acc_a[t] = warp_sum_f32(acc_a[t]);
+    acc_b[t] = warp_sum_f32(acc_b[t]);
+  }
+}
+
 // quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value).
 __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, float* xd, float* xs) {
   float amax = fabsf(v);
@@ -200,9 +242,11 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 }
 
 // Decode matmul in one launch: every thread block quantizes x itself into shared memory (the
-// same arithmetic as quantize_q8_kernel), then its warps take one row each.
+// same arithmetic as quantize_q8_kernel), then its warps take one row each. Eight warps, each
+// loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it.
+constexpr int kSelfRows = 8, kSelfUnroll = 4;
 template <typename Block, int QK, bool kAccumulate>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -211,10 +255,21 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
   float* sd = reinterpret_cast<float*>(smem + n_tok * n_cols);
   float* ss = sd + n_blocks;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  for (int64_t blk = warp; blk < n_blocks; blk += kRowsPerBlock)
-    quantize_block(x[blk * 32 + lane], lane, sq + blk * 32, sd + blk, ss + blk);
+  for (int64_t b0 = warp; b0 < n_blocks; b0 += kSelfRows * kSelfUnroll) {
+    float v[kSelfUnroll];
+#pragma unroll
+    for (int u = 0; u < kSelfUnroll; ++u) {
+      const int64_t blk = b0 + u * kSelfRows;
+      v[u] = blk < n_blocks ? x[blk * 32 + lane] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kSelfUnroll; ++u) {
+      const int64_t blk = b0 + u * kSelfRows;  // warp-uniform
+      if (blk < n_blocks) quantize_block(v[u], lane, sq + blk * 32, sd + blk, ss + blk);
+    }
+  }
   __syncthreads();
-  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + warp;
+  const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
   if (row >= n_rows) return;
   float acc[kMatvecQ8MaxTokens];
   row_dots<Block, QK>(reinterpret_cast<const Block*>(w + row * row_stride), n_cols, n_tok, sq, sd, ss, lane, acc);
@@ -267,8 +322,8 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
   float g[kMatvecQ8MaxTokens], u[kMatvecQ8MaxTokens];
-  row_dots<Block, QK>(reinterpret_cast<const Block*>(wg + row * sg), n_cols, n_tok, xq, xd, xs, lane, g);
-  row_dots<Block, QK>(reinterpret_cast<const Block*>(wu + row * su), n_cols, n_tok, xq, xd, xs, lane, u);
+  row_dots2<Block, QK>(reinterpret_cast<const Block*>(wg + row * sg), reinterpret_cast<const Block*>(wu + row * su),
+                       n_cols, n_tok, xq, xd, xs, lane, g, u);
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
     if (t >= n_tok) break;
@@ -435,14 +490,14 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
                     cudaStream_t stream, bool accumulate) {
   const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
   if (smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
-  const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
   dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     if (accumulate)
-      matvec_q8_self_kernel<typename BT::block, BT::qk, true><<<grid, kRowsPerBlock * kWarpSize, smem, stream>>>(
+      matvec_q8_self_kernel<typename BT::block, BT::qk, true><<<grid, kSelfRows * kWarpSize, smem, stream>>>(
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
     else
-      matvec_q8_self_kernel<typename BT::block, BT::qk, false><<<grid, kRowsPerBlock * kWarpSize, smem, stream>>>(
+      matvec_q8_self_kernel<typename BT::block, BT::qk, false><<<grid, kSelfRows * kWarpSize, smem, stream>>>(
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());

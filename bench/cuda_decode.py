@@ -1,15 +1,16 @@
 """bench/cuda_decode.py — end-to-end decode speed on the GPU for a seeded synthetic model of
 SmolLM2-135M's shape (30 layers, 576 wide, 9/3 heads of 64, FFN 1536; the tiny fixture vocabulary,
-so the LM head is far smaller than the real 49K-row one), BF16 cache.
+so the LM head is far smaller than the real 49K-row one).
 
-    python3 bench/cuda_decode.py [--weight-type q4_0] [--n-gen 128] [--depth 0]
+    python3 bench/cuda_decode.py [--weight-type q4_0] [--n-gen 128] [--depths 0,16,1024] [--cache bf16]
 
-Prints tokens/s of token-by-token decode after a prompt of `--depth` tokens (one forward per
-token, no CUDA graph yet).
+Prints tokens/s of token-by-token decode (one forward per token, Session.eval of one token) after
+a prompt of each depth, eager (GAACRT_CUDA_GRAPH=0) and replayed as a CUDA graph, in one run.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -22,26 +23,38 @@ import gaacrt  # noqa: E402
 from fixtures.tiny_models import write_tiny_model  # noqa: E402
 
 
+def decode_rate(m, depth: int, n_gen: int, cache: str, graph: bool) -> tuple[float, dict]:
+    os.environ["GAACRT_CUDA_GRAPH"] = "1" if graph else "0"
+    rng = np.random.default_rng(0)
+    s = m.session(n_ctx=depth + n_gen + 32, cache=cache)
+    if depth:
+        s.eval([int(t) for t in rng.integers(3, m.n_vocab, depth)])
+    toks = [int(t) for t in rng.integers(3, m.n_vocab, n_gen + 8)]
+    for t in toks[:8]:  # warm-up: the first steps run eagerly and record the graph
+        s.eval([t])
+    t0 = time.perf_counter()
+    for t in toks[8:]:
+        s.eval([t])
+    dt = time.perf_counter() - t0
+    return n_gen / dt, s._s.context._graph_stats()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--weight-type", default="q4_0")
-    ap.add_argument("--n-gen", type=int, default=128)
-    ap.add_argument("--depth", type=int, default=16)
+    ap.add_argument("--n-gen", type=int, default=256)
+    ap.add_argument("--depths", default="0,16,1024")
+    ap.add_argument("--cache", default="bf16")
     args = ap.parse_args()
     path = write_tiny_model(Path(tempfile.mkdtemp()) / "smol.gguf", "llama", seed=2, weight_type=args.weight_type,
                             n_layers=30, n_embd=576, n_head=9, n_head_kv=3, head_dim=64, n_ff=1536)
     m = gaacrt.Model(str(path), backend="cuda")
-    rng = np.random.default_rng(0)
-    s = m.session(n_ctx=args.depth + args.n_gen + 16)
-    s.eval([int(t) for t in rng.integers(3, m.n_vocab, args.depth)])
-    toks = [int(t) for t in rng.integers(3, m.n_vocab, args.n_gen)]
-    s.eval([toks[0]])
-    t0 = time.perf_counter()
-    for t in toks[1:]:
-        s.eval([t])
-    dt = time.perf_counter() - t0
-    print(f"SmolLM2-135M shape ({args.weight_type}, vocab {m.n_vocab}), depth {args.depth}: "
-          f"{(len(toks) - 1) / dt:.1f} tok/s ({dt / (len(toks) - 1) * 1e3:.2f} ms/token)")
+    for depth in [int(d) for d in args.depths.split(",")]:
+        for graph in (False, True):
+            rate, st = decode_rate(m, depth, args.n_gen, args.cache, graph)
+            print(f"SmolLM2-135M shape ({args.weight_type}, vocab {m.n_vocab}, {args.cache} cache), depth {depth}, "
+                  f"{'graph' if graph else 'eager'}: {rate:.1f} tok/s ({1e3 / rate:.3f} ms/token) "
+                  f"[replays {st['replays']}, captures {st['captures']}]", flush=True)
 
 
 if __name__ == "__main__":

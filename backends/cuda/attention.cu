@@ -66,10 +66,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   }
 
   // Split-K width: about two thread blocks per multiprocessor for the batch (every block then
-  // runs in one wave); a function of the batch shape and the GPU only, never of the format or
-  // the positions, so BF16 and GAAC sum in the same order and a captured graph stays valid.
+  // runs in one wave); a function of the batch shape, the cache's context and the GPU only, never
+  // of the format or the positions, so BF16 and GAAC sum in the same order and a captured graph
+  // stays valid.
   const int32_t units = n_seqs * kv.n_head_kv;
-  const int32_t n_split = std::max(1, std::min(kMaxSplit, (2 * info_.multiprocessors + units - 1) / units));
+  // No more splits than the cache's longest sequence has chunks of attn::kChunkBlocks blocks (the
+  // rest would find no keys): bounded by the session's context, never by the current length.
+  const int32_t max_chunks = std::max(1, (kv.max_blocks + attn::kChunkBlocks - 1) / attn::kChunkBlocks);
+  const int32_t n_split =
+      std::max(1, std::min({kMaxSplit, max_chunks, (2 * info_.multiprocessors + units - 1) / units}));
   uint32_t warp_bytes = 0;
   const size_t smem = attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes);
   if (smem > (size_t)max_dynamic_smem(device_))
@@ -82,6 +87,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     part = static_cast<float*>(
         scratch((size_t)units * n_split * attn::kRowsPerGroup * (kv.head_dim_v + 2) * sizeof(float)));
     if (attn_counters_n_ < units) {  // arrival counters start at zero; the kernel leaves them so
+      no_capture("growing the attention counters");
+      ++epoch_;
       GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
       if (attn_counters_) cudaFree(attn_counters_);
       attn_counters_ = nullptr;

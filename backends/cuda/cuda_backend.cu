@@ -1,5 +1,7 @@
 // cuda_backend.cu — CudaBackend memory management, scratch and the deferred kernel-error check
 // (the ops live in one file each).
+#include <cstdlib>
+
 #include "cuda_backend.h"
 #include "cuda_common.h"
 
@@ -47,15 +49,30 @@ void* CudaBackend::alloc(size_t bytes) {
 void CudaBackend::free(void* p) {
   if (p) cudaFree(p);
 }
+void* CudaBackend::alloc_host(size_t bytes) {
+  void* p = nullptr;
+  GAACRT_CUDA_CHECK(cudaSetDevice(device_));
+  GAACRT_CUDA_CHECK(cudaHostAlloc(&p, bytes == 0 ? 256 : bytes, cudaHostAllocDefault));
+  return p;
+}
+void CudaBackend::free_host(void* p) {
+  if (p) cudaFreeHost(p);
+}
+void CudaBackend::no_capture(const char* what) const {
+  if (capturing_) throw Error("backend", "capture_failed", strfmt("cuda: %s while recording a graph", what));
+}
 void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
+  no_capture("upload");
   GAACRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
 }
 void CudaBackend::download(void* dst, const void* src, size_t bytes) {
+  no_capture("download");
   GAACRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   raise_device_errors();
 }
 void CudaBackend::synchronize() {
+  no_capture("synchronize");
   GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   raise_device_errors();
 }
@@ -71,6 +88,8 @@ void CudaBackend::raise_device_errors() {
 
 void* CudaBackend::scratch(size_t bytes) {
   if (bytes > scratch_bytes_) {
+    no_capture("growing the scratch buffer");
+    ++epoch_;
     // The stream may still use the old buffer: wait before freeing it.
     GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (scratch_) cudaFree(scratch_);
@@ -80,6 +99,59 @@ void* CudaBackend::scratch(size_t bytes) {
     scratch_bytes_ = bytes;
   }
   return scratch_;
+}
+
+namespace {
+struct CudaStepGraph final : StepGraph {
+  cudaGraphExec_t exec = nullptr;
+  ~CudaStepGraph() override {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+bool graphs_enabled() {
+  const char* e = std::getenv("GAACRT_CUDA_GRAPH");
+  return !(e && e[0] == '0');
+}
+}  // namespace
+
+bool CudaBackend::begin_capture() {
+  if (capturing_ || !graphs_enabled()) return false;
+  GAACRT_CUDA_CHECK(cudaSetDevice(device_));
+  // Thread-local: another thread's unrelated CUDA calls do not invalidate this recording.
+  if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  capturing_ = true;
+  return true;
+}
+
+std::unique_ptr<StepGraph> CudaBackend::end_capture() {
+  if (!capturing_) return nullptr;
+  capturing_ = false;
+  cudaGraph_t g = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream_, &g);
+  if (e != cudaSuccess || !g) {
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();  // an op's launch error invalidated the recording: clear it, run eagerly
+    return nullptr;
+  }
+  auto out = std::make_unique<CudaStepGraph>();
+  e = cudaGraphInstantiate(&out->exec, g, 0);
+  cudaGraphDestroy(g);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return out;
+}
+
+bool CudaBackend::replay(StepGraph& g) {
+  if (capturing_ || !graphs_enabled()) return false;
+  auto* cg = dynamic_cast<CudaStepGraph*>(&g);
+  if (!cg) throw Error("backend", "invalid_argument", "cuda replay: not a graph this backend recorded");
+  GAACRT_CUDA_CHECK(cudaGraphLaunch(cg->exec, stream_));
+  return true;
 }
 
 }  // namespace gaacrt::cuda

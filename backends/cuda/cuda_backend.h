@@ -28,6 +28,14 @@ class CudaBackend final : public Backend {
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   bool shares_host_memory() const override { return false; }
+  void* alloc_host(size_t bytes) override;  // page-locked
+  void free_host(void* p) override;
+
+  // CUDA graphs (stream capture); GAACRT_CUDA_GRAPH=0 turns recording and replay off.
+  uint64_t capture_epoch() const override { return epoch_; }
+  bool begin_capture() override;
+  std::unique_ptr<StepGraph> end_capture() override;
+  bool replay(StepGraph& g) override;
 
   void dequantize(const WeightView& w, float* dst) override;
   void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) override;
@@ -44,13 +52,28 @@ class CudaBackend final : public Backend {
   void attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
                  const float* q, float* out) override;
 
+  // Fused decode ops (fused.cu, rope.cu): one launch each for decode-sized batches of quantized
+  // weights, bit-identical to the reference compositions in backend.cpp; anything else falls back.
+  void norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
+                    const WeightView* w, const float* const* bias, float* const* y, float* xn) override;
+  void qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
+                     const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope, const KVLayerView& kv,
+                     const KVTokenSlot* slots) override;
+  void matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) override;
+  void norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, const WeightView& gate,
+                    const WeightView& up, Activation act, float* h, float* up_scratch, float* xn) override;
+
   cudaStream_t stream() const { return stream_; }
 
  private:
   // Raises the error a kernel recorded in errors_ (call after the stream is synchronized).
   void raise_device_errors();
-  // Device scratch of at least `bytes`, kept between calls (attention partials).
+  // Device scratch of at least `bytes`, kept between calls (attention partials, quantized
+  // activations). Growing it bumps epoch_ (recorded graphs hold its address); while recording it
+  // cannot grow (that would synchronize) and throws instead.
   void* scratch(size_t bytes);
+  // Throws while recording: `what` would synchronize or reallocate.
+  void no_capture(const char* what) const;
 
   int device_;
   cudaStream_t stream_ = nullptr;
@@ -61,6 +84,8 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   int32_t* attn_counters_ = nullptr;  // attention.cu: split-K arrival counters (zeroed once, kernels reset them)
   int64_t attn_counters_n_ = 0;
+  uint64_t epoch_ = 0;      // bumped whenever scratch_ or attn_counters_ is replaced
+  bool capturing_ = false;
 };
 
 }  // namespace gaacrt::cuda

@@ -132,18 +132,15 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks
 
 constexpr int kRowsPerBlock = 4;
 
+// One warp's dot products of one weight row with n_tok quantized activations (xq, xd, xs in
+// global or shared memory), reduced over the warp: the same order in every kernel below, so they
+// all give the same bits as matvec_q8_kernel.
 template <typename Block, int QK>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
-matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
-                 const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
-                 float* __restrict__ y, const float* __restrict__ bias) {
-  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (row >= n_rows) return;
-  const Block* blocks = reinterpret_cast<const Block*>(w + row * row_stride);
+__device__ __forceinline__ void row_dots(const Block* __restrict__ blocks, int64_t n_cols, int n_tok,
+                                         const int8_t* xq, const float* xd, const float* xs, int lane,
+                                         float (&acc)[kMatvecQ8MaxTokens]) {
   constexpr int kSubs = QK / 32;
   const int64_t n_sub = n_cols / 32;
-  float acc[kMatvecQ8MaxTokens];
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) acc[t] = 0.f;
   for (int64_t sidx = lane; sidx < n_sub; sidx += kWarpSize) {
@@ -166,8 +163,206 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
     if (t >= n_tok) break;
-    const float v = warp_sum_f32(acc[t]);
-    if (lane == 0) y[(int64_t)t * n_rows + row] = bias ? v + bias[row] : v;
+    acc[t] = warp_sum_f32(acc[t]);
+  }
+}
+
+// row_dots for two rows at once (gate and up): both rows' loads are in flight together; each
+// row's sums are formed in row_dots' order, so the bits are the same.
+template <typename Block, int QK>
+__device__ __forceinline__ void row_dots2(const Block* __restrict__ ba, const Block* __restrict__ bb, int64_t n_cols,
+                                          int n_tok, const int8_t* xq, const float* xd, const float* xs, int lane,
+                                          float (&acc_a)[kMatvecQ8MaxTokens], float (&acc_b)[kMatvecQ8MaxTokens]) {
+  constexpr int kSubs = QK / 32;
+  const int64_t n_sub = n_cols / 32;
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) acc_a[t] = acc_b[t] = 0.f;
+  for (int64_t sidx = lane; sidx < n_sub; sidx += kWarpSize) {
+    Sub32 sa, sb;
+    unpack(ba[sidx / kSubs], (int)(sidx % kSubs), sa);
+    unpack(bb[sidx / kSubs], (int)(sidx % kSubs), sb);
+    int wa[8], wb[8];
+    memcpy(wa, sa.q, 32);
+    memcpy(wb, sb.q, 32);
+#pragma unroll
+    for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+      if (t >= n_tok) break;
+      const int4* xp = reinterpret_cast<const int4*>(xq + (int64_t)t * n_cols + sidx * 32);
+      const int4 a = xp[0], b = xp[1];
+      const int64_t xb = (int64_t)t * n_sub + sidx;
+      int lo = 0, hi = 0;
+      lo = __dp4a(wa[0], a.x, lo); lo = __dp4a(wa[1], a.y, lo); lo = __dp4a(wa[2], a.z, lo); lo = __dp4a(wa[3], a.w, lo);
+      hi = __dp4a(wa[4], b.x, hi); hi = __dp4a(wa[5], b.y, hi); hi = __dp4a(wa[6], b.z, hi); hi = __dp4a(wa[7], b.w, hi);
+      acc_a[t] += xd[xb] * (sa.d0 * (float)lo + sa.d1 * (float)hi) + sa.m * xs[xb];
+      lo = 0;
+      hi = 0;
+      lo = __dp4a(wb[0], a.x, lo); lo = __dp4a(wb[1], a.y, lo); lo = __dp4a(wb[2], a.z, lo); lo = __dp4a(wb[3], a.w, lo);
+      hi = __dp4a(wb[4], b.x, hi); hi = __dp4a(wb[5], b.y, hi); hi = __dp4a(wb[6], b.z, hi); hi = __dp4a(wb[7], b.w, hi);
+      acc_b[t] += xd[xb] * (sb.d0 * (float)lo + sb.d1 * (float)hi) + sb.m * xs[xb];
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+    if (t >= n_tok) break;
+    acc_a[t] = warp_sum_f32(acc_a[t]);
+    acc_b[t] = warp_sum_f32(acc_b[t]);
+  }
+}
+
+// quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value).
+__device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, float* xd, float* xs) {
+  float amax = fabsf(v);
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax / 127.f;
+  const int q = d > 0.f ? __float2int_rn(v / d) : 0;
+  xq[lane] = (int8_t)q;
+  int sum = q;
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    *xd = d;
+    *xs = d * (float)sum;
+  }
+}
+
+template <typename Block, int QK>
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
+                 const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
+                 float* __restrict__ y, const float* __restrict__ bias) {
+  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (row >= n_rows) return;
+  float acc[kMatvecQ8MaxTokens];
+  row_dots<Block, QK>(reinterpret_cast<const Block*>(w + row * row_stride), n_cols, n_tok, xq, xd, xs, lane, acc);
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+    if (t >= n_tok) break;
+    if (lane == 0) y[(int64_t)t * n_rows + row] = bias ? acc[t] + bias[row] : acc[t];
+  }
+}
+
+// Decode matmul in one launch: every thread block quantizes x itself into shared memory (the
+// same arithmetic as quantize_q8_kernel), then its warps take one row each. Eight warps, each
+// loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it.
+constexpr int kSelfRows = 8, kSelfUnroll = 4;
+template <typename Block, int QK, bool kAccumulate>
+__global__ void __launch_bounds__(kSelfRows * kWarpSize)
+matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
+                      const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int64_t n_blocks = n_tok * (n_cols / 32);
+  int8_t* sq = reinterpret_cast<int8_t*>(smem);
+  float* sd = reinterpret_cast<float*>(smem + n_tok * n_cols);
+  float* ss = sd + n_blocks;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  for (int64_t b0 = warp; b0 < n_blocks; b0 += kSelfRows * kSelfUnroll) {
+    float v[kSelfUnroll];
+#pragma unroll
+    for (int u = 0; u < kSelfUnroll; ++u) {
+      const int64_t blk = b0 + u * kSelfRows;
+      v[u] = blk < n_blocks ? x[blk * 32 + lane] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kSelfUnroll; ++u) {
+      const int64_t blk = b0 + u * kSelfRows;  // warp-uniform
+      if (blk < n_blocks) quantize_block(v[u], lane, sq + blk * 32, sd + blk, ss + blk);
+    }
+  }
+  __syncthreads();
+  const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
+  if (row >= n_rows) return;
+  float acc[kMatvecQ8MaxTokens];
+  row_dots<Block, QK>(reinterpret_cast<const Block*>(w + row * row_stride), n_cols, n_tok, sq, sd, ss, lane, acc);
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+    if (t >= n_tok) break;
+    if (lane != 0) continue;
+    const float v = bias ? acc[t] + bias[row] : acc[t];
+    if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
+    else y[(int64_t)t * n_rows + row] = v;
+  }
+}
+
+// Up to three matrices of one type and width over the same quantized x (Q, K, V) in one launch.
+struct MultiArgs {
+  const uint8_t* w[3];
+  size_t stride[3];
+  int64_t rows[3];
+  float* y[3];
+  const float* bias[3];
+  unsigned first[4];  // first thread block of each matrix; first[n_w] = the grid
+};
+
+template <typename Block, int QK>
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
+                       const float* __restrict__ xd, const float* __restrict__ xs) {
+  const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
+  const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n_rows = a.rows[i];
+  if (row >= n_rows) return;
+  float acc[kMatvecQ8MaxTokens];
+  row_dots<Block, QK>(reinterpret_cast<const Block*>(a.w[i] + row * a.stride[i]), n_cols, n_tok, xq, xd, xs, lane, acc);
+  const float* bias = a.bias[i];
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+    if (t >= n_tok) break;
+    if (lane == 0) a.y[i][(int64_t)t * n_rows + row] = bias ? acc[t] + bias[row] : acc[t];
+  }
+}
+
+// h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
+template <typename Block, int QK, int kAct>
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
+                         int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
+                         const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h) {
+  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (row >= n_rows) return;
+  float g[kMatvecQ8MaxTokens], u[kMatvecQ8MaxTokens];
+  row_dots2<Block, QK>(reinterpret_cast<const Block*>(wg + row * sg), reinterpret_cast<const Block*>(wu + row * su),
+                       n_cols, n_tok, xq, xd, xs, lane, g, u);
+#pragma unroll
+  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+    if (t >= n_tok) break;
+    if (lane != 0) continue;
+    const float x = g[t];
+    float r;
+    if (kAct == 0) {
+      r = x / (1.f + expf(-x)) * u[t];
+    } else {
+      constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+      r = 0.5f * x * (1.f + tanhf(kSqrt2OverPi * x * (1.f + 0.044715f * x * x))) * u[t];
+    }
+    h[(int64_t)t * n_rows + row] = r;
+  }
+}
+
+// xn = rms_norm(x)·w (rms_norm.cu's arithmetic: one block of 256 per row, the sum of squares in
+// double) and its int8 quantization per 32 values, in one launch.
+constexpr int kNormThreads = 256;
+__global__ void __launch_bounds__(kNormThreads)
+norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps, int64_t dim,
+                  float* __restrict__ xn, int8_t* __restrict__ xq, float* __restrict__ xd, float* __restrict__ xs) {
+  const float* xr = x + blockIdx.x * dim;
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
+  ss = warp_sum_f64(ss);
+  __shared__ double part[kNormThreads / kWarpSize];
+  if (threadIdx.x % kWarpSize == 0) part[threadIdx.x / kWarpSize] = ss;
+  __syncthreads();
+  double total = 0.0;
+  for (int i = 0; i < kNormThreads / kWarpSize; ++i) total += part[i];
+  const float inv = (float)(1.0 / sqrt(total / (double)dim + (double)eps));
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t n_sub = dim / 32, b0 = (int64_t)blockIdx.x * n_sub;
+  for (int64_t sb = warp; sb < n_sub; sb += kNormThreads / kWarpSize) {
+    const int64_t i = sb * 32 + lane;
+    const float v = xr[i] * inv * w[i];
+    xn[blockIdx.x * dim + i] = v;
+    quantize_block(v, lane, xq + (b0 + sb) * 32, xd + b0 + sb, xs + b0 + sb);
   }
 }
 
@@ -200,6 +395,113 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
         static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+
+namespace {
+void check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* what) {
+  if (n_tok > kMatvecQ8MaxTokens || n_tok <= 0 || w.n_cols != n_cols || n_cols % 32 || !matvec_q8_supported(w.type))
+    throw Error("backend", "invalid_argument",
+                strfmt("cuda %s: %lld tokens of %lld columns (weight %lld columns, %s)", what, (long long)n_tok,
+                       (long long)n_cols, (long long)w.n_cols, type_name(w.type)));
+}
+}  // namespace
+
+Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols) {
+  Q8Act a;
+  a.q = static_cast<int8_t*>(scratch);
+  a.d = reinterpret_cast<float*>(a.q + n_tok * n_cols);
+  a.s = a.d + n_tok * (n_cols / 32);
+  a.n_tok = n_tok;
+  a.n_cols = n_cols;
+  return a;
+}
+
+void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, float* xn, const Q8Act& a,
+                   cudaStream_t stream) {
+  if (dim % 32 || n_tok != a.n_tok || dim != a.n_cols)
+    throw Error("backend", "invalid_argument", strfmt("cuda norm_quant_q8: %lld x %lld", (long long)n_tok, (long long)dim));
+  norm_quant_kernel<<<(unsigned)n_tok, kNormThreads, 0, stream>>>(x, norm_w, eps, dim, xn, a.q, a.d, a.s);
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+
+void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
+                     cudaStream_t stream) {
+  if (n_w < 1 || n_w > 3) throw Error("backend", "invalid_argument", strfmt("cuda matvec_q8_multi: %d matrices", n_w));
+  bool same = true;
+  for (int i = 0; i < n_w; ++i) {
+    check_q8(w[i], a.n_tok, a.n_cols, "matvec_q8_multi");
+    same = same && w[i].type == w[0].type;
+  }
+  if (!same) {  // mixed types: one launch per matrix over the same quantized x
+    for (int i = 0; i < n_w; ++i) {
+      const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+      dispatch_block_type(w[i].type, [&](auto bt) {
+        using BT = decltype(bt);
+        matvec_q8_kernel<typename BT::block, BT::qk><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+            static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
+            a.s, y[i], bias ? bias[i] : nullptr);
+      });
+      GAACRT_CUDA_CHECK(cudaGetLastError());
+    }
+    return;
+  }
+  MultiArgs m{};
+  m.first[0] = 0;
+  for (int i = 0; i < 3; ++i) {
+    const bool on = i < n_w;
+    m.w[i] = on ? static_cast<const uint8_t*>(w[i].data) : nullptr;
+    m.stride[i] = on ? w[i].row_stride : 0;
+    m.rows[i] = on ? w[i].n_rows : 0;
+    m.y[i] = on ? y[i] : nullptr;
+    m.bias[i] = on && bias ? bias[i] : nullptr;
+    m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock);
+  }
+  dispatch_block_type(w[0].type, [&](auto bt) {
+    using BT = decltype(bt);
+    matvec_q8_multi_kernel<typename BT::block, BT::qk><<<m.first[3], kRowsPerBlock * kWarpSize, 0, stream>>>(
+        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
+  });
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+
+bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
+                       cudaStream_t stream) {
+  if (gate.type != up.type || gate.n_rows != up.n_rows || (act != Activation::SiLU && act != Activation::GeluTanh))
+    return false;
+  check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
+  check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
+  const unsigned grid = (unsigned)((gate.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  dispatch_block_type(gate.type, [&](auto bt) {
+    using BT = decltype(bt);
+    const auto* g = static_cast<const uint8_t*>(gate.data);
+    const auto* u = static_cast<const uint8_t*>(up.data);
+    if (act == Activation::SiLU)
+      matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 0><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
+    else
+      matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 1><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
+  });
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
+                    cudaStream_t stream, bool accumulate) {
+  const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
+  if (smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
+  const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
+  dispatch_block_type(w.type, [&](auto bt) {
+    using BT = decltype(bt);
+    if (accumulate)
+      matvec_q8_self_kernel<typename BT::block, BT::qk, true><<<grid, kSelfRows * kWarpSize, smem, stream>>>(
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
+    else
+      matvec_q8_self_kernel<typename BT::block, BT::qk, false><<<grid, kSelfRows * kWarpSize, smem, stream>>>(
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
+  });
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+  return true;
 }
 
 }  // namespace gaacrt::cuda

@@ -16,4 +16,33 @@ size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols);
 void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
                cudaStream_t stream);
 
+
+// Activations quantized for matvec_q8 in scratch: int8 values (n_tok, n_cols), then per 32 values
+// the scale d and d·Σq (the layout matvec_q8 uses).
+struct Q8Act {
+  int8_t* q;
+  float *d, *s;
+  int64_t n_tok, n_cols;
+};
+Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols);  // scratch of matvec_q8_scratch_bytes
+
+// xn(n_tok, dim) = rms_norm(x)·norm_w (bit-identical to CudaBackend::rms_norm) and its quantization
+// (bit-identical to what matvec_q8 makes of xn), one launch.
+void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, float* xn,
+                   const Q8Act& a, cudaStream_t stream);
+// y_i = x·w_iᵀ (+ bias_i) for up to three matrices over the quantized x: one launch when they
+// share a type. Same bits as matvec_q8 per matrix.
+void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
+                     cudaStream_t stream);
+// h = act(x·gateᵀ) ⊙ (x·upᵀ) in one launch (same bits as two matvec_q8 and act_mul); false when
+// gate and up differ in type or shape (nothing launched).
+bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
+                       cudaStream_t stream);
+// matvec_q8 in one launch, each thread block quantizing x into shared memory; false (nothing
+// launched) when x is too large for that. Same bits as matvec_q8 (accumulate: y += the result,
+// the same bits as matvec_q8 into a buffer, then CudaBackend::add).
+constexpr size_t kMatvecQ8SelfMaxSmem = 40 * 1024;
+bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
+                    cudaStream_t stream, bool accumulate = false);
+
 }  // namespace gaacrt::cuda

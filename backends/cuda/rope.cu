@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
 
@@ -21,16 +22,12 @@ struct RopeConst {
   float corr0, corr1;        // YaRN ramp ends (dims), from yarn_corr_dims on the host
 };
 
-// One thread per (token, pair i): its cos/sin rotate pair i of every head of the token.
-__global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* __restrict__ pos,
-                            const float* __restrict__ freq_factors, RopeConst c) {
-  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= n_tok * c.half) return;
-  const int64_t t = idx / c.half;
-  const int i = (int)(idx % c.half);
+// cos and sin (times mscale) of pair i at position p.
+__device__ __forceinline__ void rope_cs(int i, int32_t p, const float* __restrict__ freq_factors, const RopeConst& c,
+                                        float& cs, float& sn) {
   double inv_freq = pow(c.base, -2.0 * i / c.n_rot);
   if (freq_factors) inv_freq /= freq_factors[i];
-  const double extrap = (double)pos[t] * inv_freq;
+  const double extrap = (double)p * inv_freq;
   double theta = c.freq_scale * extrap;
   if (c.ext_factor != 0.f) {
     const float y = ((2 * i) / 2 - c.corr0) / fmaxf(0.001f, c.corr1 - c.corr0);
@@ -38,7 +35,19 @@ __global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t he
     const float mix = ramp * c.ext_factor;
     theta = theta * (1 - mix) + extrap * mix;
   }
-  const float cs = (float)cos(theta) * c.mscale, sn = (float)sin(theta) * c.mscale;
+  cs = (float)cos(theta) * c.mscale;
+  sn = (float)sin(theta) * c.mscale;
+}
+
+// One thread per (token, pair i): its cos/sin rotate pair i of every head of the token.
+__global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* __restrict__ pos,
+                            const float* __restrict__ freq_factors, RopeConst c) {
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= n_tok * c.half) return;
+  const int64_t t = idx / c.half;
+  const int i = (int)(idx % c.half);
+  float cs, sn;
+  rope_cs(i, pos[t], freq_factors, c, cs, sn);
   const int a = c.style == 0 ? 2 * i : i;
   const int b = c.style == 0 ? 2 * i + 1 : i + c.half;
   for (int32_t h = 0; h < n_heads; ++h) {
@@ -49,11 +58,51 @@ __global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t he
   }
 }
 
-}  // namespace
+// kv_store.cu's write of one channel.
+__device__ __forceinline__ void store_bf16(const KVLayerView& kv, const KVTokenSlot& s, int32_t h, int32_t is_v,
+                                           int32_t c, float x) {
+  const int32_t block = s.pos / KV_BLOCK_TOKENS, row = s.pos % KV_BLOCK_TOKENS;
+  const int32_t half = c / kv.tile_dim, cc = c % kv.tile_dim;
+  const uint32_t e = s.table[kv_entry_index(kv, h, is_v, half, block)];
+  uint16_t* dst = reinterpret_cast<uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes) + row * kv.tile_dim;
+  dst[cc] = f32_to_bf16(x);
+}
 
-void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* pos,
-                       const RopeParams& p) {
-  if (n_tok <= 0 || n_heads <= 0) return;
+// qk_rope_store without q/k norms, whole-head rotation: rope_kernel on q and k, then kv_store of
+// k and v, one thread per (token, pair i) doing channels a and b of every head. Same bits.
+__global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ v, int64_t n_tok, int32_t n_head,
+                                  int32_t head_dim, const int32_t* __restrict__ pos, const float* __restrict__ freq_factors,
+                                  RopeConst c, KVLayerView kv, const KVTokenSlot* __restrict__ slots) {
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= n_tok * c.half) return;
+  const int64_t t = idx / c.half;
+  const int i = (int)(idx % c.half);
+  float cs, sn;
+  rope_cs(i, pos[t], freq_factors, c, cs, sn);
+  const int a = c.style == 0 ? 2 * i : i;
+  const int b = c.style == 0 ? 2 * i + 1 : i + c.half;
+  for (int32_t h = 0; h < n_head; ++h) {
+    float* r = q + (t * n_head + h) * head_dim;
+    const float x0 = r[a], x1 = r[b];
+    r[a] = x0 * cs - x1 * sn;
+    r[b] = x0 * sn + x1 * cs;
+  }
+  const KVTokenSlot s = slots[t];
+  for (int32_t h = 0; h < kv.n_head_kv; ++h) {
+    float* r = k + (t * kv.n_head_kv + h) * head_dim;
+    const float x0 = r[a], x1 = r[b];
+    const float ya = x0 * cs - x1 * sn, yb = x0 * sn + x1 * cs;
+    r[a] = ya;
+    r[b] = yb;
+    store_bf16(kv, s, h, 0, a, ya);
+    store_bf16(kv, s, h, 0, b, yb);
+    const float* w = v + (t * kv.n_head_kv + h) * head_dim;
+    store_bf16(kv, s, h, 1, a, w[a]);
+    store_bf16(kv, s, h, 1, b, w[b]);
+  }
+}
+
+RopeConst rope_const(const RopeParams& p, int32_t head_dim) {
   if (p.n_rot <= 0 || p.n_rot % 2 || p.n_rot > head_dim)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda rope: n_rot %d must be even and in (0, head_dim %d]", p.n_rot, head_dim));
@@ -75,9 +124,35 @@ void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_di
     c.corr1 = std::min((float)p.n_rot - 1, std::ceil(corr(p.beta_slow)));
     c.mscale *= 1.f + 0.1f * std::log(1.f / p.freq_scale);
   }
+  return c;
+}
+
+}  // namespace
+
+void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* pos,
+                       const RopeParams& p) {
+  if (n_tok <= 0 || n_heads <= 0) return;
+  const RopeConst c = rope_const(p, head_dim);
   const int64_t n = n_tok * c.half;
   rope_kernel<<<(unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(x, n_tok, n_heads, head_dim, pos,
                                                                                   p.freq_factors, c);
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+
+void CudaBackend::qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
+                                const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope,
+                                const KVLayerView& kv, const KVTokenSlot* slots) {
+  const bool fused = !q_norm && !k_norm && rope.n_rot == kv.head_dim_k && kv.head_dim_k == kv.head_dim_v &&
+                     kv.head_dim_k == kv.tile_dim * kv.n_half &&
+                     (kv.format == KVFormat::BF16 || kv.format == KVFormat::GAAC);
+  if (!fused || n_tok <= 0) {
+    Backend::qk_rope_store(q, k, v, n_tok, n_head, q_norm, k_norm, eps, pos, rope, kv, slots);
+    return;
+  }
+  const RopeConst c = rope_const(rope, kv.head_dim_k);
+  const int64_t n = n_tok * c.half;
+  rope_store_kernel<<<(unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(
+      q, k, v, n_tok, n_head, kv.head_dim_k, pos, rope.freq_factors, c, kv, slots);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -173,6 +173,12 @@ void bind_model(nb::module_& m) {
              nb::gil_scoped_release nogil;
              return time_attention(c, s.seq(), layer, reps);
            }, "benchmark hook: median seconds of the attention op for one decode query over the cache")
+      .def("_graph_stats", [](const Context& c) {
+             nb::dict d;
+             d["replays"] = c.forward().graph_replays();
+             d["captures"] = c.forward().graph_captures();
+             return d;
+           }, "test hook: decode steps replayed from a recorded graph, and graphs recorded, so far")
       .def("kv_stats", [](Context& c) { return kv_stats_dict(c); },
            "bytes resident, ratios and, for compressed formats, per-K/V codec figures");
 

@@ -3,7 +3,12 @@
 // tolerance of this composition (bit-identical where the op promises it).
 #include "backend.h"
 
+#include <cstdlib>
+
 namespace gaacrt {
+
+void* Backend::alloc_host(size_t bytes) { return std::malloc(bytes == 0 ? 1 : bytes); }
+void Backend::free_host(void* p) { std::free(p); }
 
 void Backend::norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
                            const WeightView* w, const float* const* bias, float* const* y, float* xn) {
@@ -20,6 +25,11 @@ void Backend::qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, i
   this->rope(q, n_tok, n_head, d, pos, rope);
   this->rope(k, n_tok, kv.n_head_kv, d, pos, rope);
   kv_store(kv, slots, n_tok, k, v);
+}
+
+void Backend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {
+  matmul(w, x, n_tok, tmp, nullptr);
+  add(y, tmp, n_tok * w.n_rows);
 }
 
 void Backend::norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,

@@ -51,6 +51,13 @@ struct RopeParams {
 
 enum class Activation : int32_t { SiLU = 0, GeluTanh = 1 };
 
+// A recorded step (a CUDA graph): the ops issued between begin_capture and end_capture, replayed
+// as one unit. Only the backend that made it can replay it.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -64,6 +71,25 @@ class Backend {
   virtual void synchronize() = 0;
   // True when host pointers (a mapped GGUF) can be used directly as weights (CPU, Apple unified memory).
   virtual bool shares_host_memory() const = 0;
+  // Host memory for per-step uploads: page-locked where that makes upload() asynchronous (CUDA).
+  virtual void* alloc_host(size_t bytes);
+  virtual void free_host(void* p);
+
+  // ---- step graphs (DESIGN.md "Ops, graphs and the attention op") ----
+  // A backend that can record a step's ops once and replay them overrides these; the defaults
+  // record nothing, so the caller runs every step eagerly. A recorded step bakes in the ops'
+  // arguments (device pointers, sizes, the cache views): the caller keys it on those and only
+  // replays it while its key and capture_epoch() are unchanged.
+  // Changes whenever the backend replaces memory its ops use internally (scratch buffers).
+  virtual uint64_t capture_epoch() const { return 0; }
+  // Starts recording: the ops issued until end_capture are recorded, not run. Returns false when
+  // the backend does not record (unsupported, or disabled: GAACRT_CUDA_GRAPH=0); run eagerly then.
+  virtual bool begin_capture() { return false; }
+  // Ends recording; null when it failed (nothing ran: the caller runs the ops eagerly). Must be
+  // called after a successful begin_capture, also when an op threw meanwhile.
+  virtual std::unique_ptr<StepGraph> end_capture() { return nullptr; }
+  // Runs a recorded step on the backend's queue; false when replay is disabled (run eagerly).
+  virtual bool replay(StepGraph&) { return false; }
 
   // ---- primitive ops ----
   // dst(n_rows, w.n_cols) = dequantize(w): bit-identical to the gguf package on every backend.
@@ -110,6 +136,9 @@ class Backend {
   virtual void qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
                              const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope,
                              const KVLayerView& kv, const KVTokenSlot* slots);
+  // Residual projection: y(n_tok, w.n_rows) += x(n_tok, w.n_cols) · wᵀ; tmp (n_tok, w.n_rows) is work
+  // space (the reference: matmul into tmp, then add).
+  virtual void matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp);
   // Gate/up + activation: h(n_tok, n_ff) = act(rms_norm(x)·gateᵀ) ⊙ (rms_norm(x)·upᵀ); `up_scratch`
   // (n_tok, n_ff) and xn (n_tok, dim) are work space.
   virtual void norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,

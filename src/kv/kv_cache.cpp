@@ -14,6 +14,7 @@ struct KVCache::Sequence {
   int32_t finalized = 0;            // blocks [0, finalized) have been through finalize
   std::vector<uint32_t> table;      // n_layer * entries_per_layer, host copy
   uint32_t* dev_table = nullptr;    // backend copy (== table.data() on host-memory backends)
+  bool dirty = false;               // commit changed the host table since the last sync_table
 };
 
 namespace {
@@ -145,7 +146,8 @@ void KVCache::commit(int seq, int32_t n) {
   s.len += n;
   finalize_ready(seq);
   release_out_of_window(seq);
-  sync_table(seq);
+  // Most decode steps change no entry (new blocks were synced by reserve): no per-token upload.
+  if (s.dirty) sync_table(seq);
 }
 
 int32_t KVCache::export_layer(int seq, int il, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const {
@@ -261,6 +263,7 @@ void KVCache::finalize_block(Sequence& s, int il, int32_t b) {
     if (j.fits) {
       arena_->free_page(e);
       e = j.slot;
+      s.dirty = true;
     } else {
       arena_->free_slot(j.slot);
     }
@@ -282,6 +285,7 @@ void KVCache::release_out_of_window(int seq) {
         for (int half = 0; half < n_half_; ++half)
           for (int32_t b = 0; b < dead_blocks; ++b) {
             uint32_t& e = t[entry_index(h, kv, half, b)];
+            if (e != KV_ENTRY_EMPTY) s.dirty = true;
             arena_->free_entry(e);
             e = KV_ENTRY_EMPTY;
           }
@@ -321,6 +325,7 @@ int32_t KVCache::truncate(int seq, int32_t n) {
         for (int half = 0; half < n_half_; ++half)
           for (int32_t b = keep == 0 ? 0 : keep_blocks; b < max_blocks_; ++b) {
             uint32_t& e = t[entry_index(h, kv, half, b)];
+            if (e != KV_ENTRY_EMPTY) s.dirty = true;
             arena_->free_entry(e);
             e = KV_ENTRY_EMPTY;
           }
@@ -391,6 +396,7 @@ void KVCache::extend_by_repeating_for_bench(int seq, int32_t n) {
 
 void KVCache::sync_table(int seq) {
   Sequence& s = *seqs_[seq];
+  s.dirty = false;
   if (s.dev_table != s.table.data()) be_.upload(s.dev_table, s.table.data(), s.table.size() * sizeof(uint32_t));
 }
 

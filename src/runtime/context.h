@@ -31,6 +31,7 @@ class Context {
 
   const Model& model() const { return model_; }
   KVCache& cache() { return *cache_; }
+  const Forward& forward() const { return *fwd_; }
   const ContextParams& params() const { return params_; }
   int32_t n_vocab() const { return model_.config().n_vocab; }
 

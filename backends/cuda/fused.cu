@@ -1,0 +1,53 @@
+// fused.cu — CudaBackend's fused decode ops (backend.h "fused ops"): norm + activation quantize
+// once, then Q/K/V (or gate/up + activation) in one launch (matvec_q8.cu). Bit-identical to the
+// reference compositions in backend.cpp run on this backend; batches the int8 path does not take
+// (prefill, float weights) use those compositions. qk_rope_store is in rope.cu.
+#include "cuda_backend.h"
+#include "cuda_common.h"
+#include "matvec_q8.cuh"
+
+namespace gaacrt::cuda {
+namespace {
+bool q8_decode(int64_t n_tok, int64_t dim, const WeightView* w, int n_w) {
+  if (n_tok <= 0 || n_tok > kMatvecQ8MaxTokens || dim % 32) return false;
+  for (int i = 0; i < n_w; ++i)
+    if (w[i].n_cols != dim || !matvec_q8_supported(w[i].type)) return false;
+  return true;
+}
+}  // namespace
+
+void CudaBackend::norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
+                               const WeightView* w, const float* const* bias, float* const* y, float* xn) {
+  if (n_w < 1 || n_w > 3 || !q8_decode(n_tok, dim, w, n_w)) {
+    Backend::norm_matmuls(x, norm_w, eps, n_tok, dim, n_w, w, bias, y, xn);
+    return;
+  }
+  const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim);
+  norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
+  matvec_q8_multi(w, n_w, y, bias, a, stream_);
+}
+
+void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                               const WeightView& gate, const WeightView& up, Activation act, float* h,
+                               float* up_scratch, float* xn) {
+  const WeightView w[2] = {gate, up};
+  if (q8_decode(n_tok, dim, w, 2) && gate.type == up.type && gate.n_rows == up.n_rows) {
+    const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim);
+    norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
+    if (matvec_q8_gate_up(gate, up, act, h, a, stream_)) return;
+    float* y[2] = {h, up_scratch};
+    matvec_q8_multi(w, 2, y, nullptr, a, stream_);
+    act_mul(h, up_scratch, n_tok * gate.n_rows, act, h);
+    return;
+  }
+  Backend::norm_gate_up(x, norm_w, eps, n_tok, dim, gate, up, act, h, up_scratch, xn);
+}
+
+void CudaBackend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {
+  if (n_tok > 0 && n_tok <= kMatvecQ8MaxTokens && w.n_cols % 32 == 0 && matvec_q8_supported(w.type) &&
+      matvec_q8_self(w, x, n_tok, y, nullptr, stream_, true))
+    return;
+  Backend::matmul_add(w, x, n_tok, y, tmp);
+}
+
+}  // namespace gaacrt::cuda

@@ -17,6 +17,7 @@
 #include "kv/gaac_codec.h"
 #include "kv/kv_view.h"
 #include "attention_ptx.cuh"
+#include "gaac_lane.cuh"
 
 namespace gaacrt::cuda::attn {
 
@@ -30,6 +31,9 @@ struct TileGeom {
   static constexpr int kTd = kD > KV_TILE_MAX_DIM ? KV_TILE_MAX_DIM : kD;  // the usual tile_dim
   // Decode rounds of a warp: 2 * n_half tiles, 32 / (td/4) decoded at once.
   static constexpr int kRounds = kD > 128 ? 4 : (kD > 64 ? 2 : 1);
+  // Rounds that decode K alone (the first half when a round is one tile; for td <= 64 a round
+  // decodes K and V together).
+  static constexpr int kRoundsK = kRounds > 1 ? kRounds / 2 : 1;
 };
 
 // Escape bytes a tile can ever need (every group raw): caps what is staged of a large capacity.
@@ -108,42 +112,6 @@ __device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, i
   }
 }
 
-// Lane li of a tile's td/4 decoders: its 8 groups (tokens 4i + 2h + jj, column gcol) from the
-// staged slot into rows. xo / ro: its first X byte and R record in the escape area.
-__device__ __forceinline__ void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint32_t xo, uint32_t ro,
-                                                 GaacU32x2 b3, GaacU32x2 b4, uint16_t* dst, int row) {
-  const int32_t G = gaac_group_cols(td), nl = gaac_lanes(td);
-  const int h = li >= G ? 1 : 0, gcol = li - h * G;
-  const uint8_t* esc = stg + gaac_fixed_bytes(td);
-  const uint4 wa = *reinterpret_cast<const uint4*>(stg + gaac_codes_a_offset(td) + 16 * li);
-  const uint2 wb = *reinterpret_cast<const uint2*>(stg + gaac_codes_b_offset(td) + 8 * li);
-  const uint32_t w[6] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y};
-  const uint32_t tags = *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * li);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint4 sm = *reinterpret_cast<const uint4*>(stg + 16 * (i * nl + li));
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      const int j = 2 * i + jj;
-      const uint32_t tag = (tags >> (2 * j)) & 3u;
-      // Predicated escape reads (the branch-free contract of gaac_group_exponents).
-      uint32_t x = 0, r4 = 0;
-      if (tag != GAAC_TAG_3BIT) x = esc[xo];
-      if (tag == GAAC_TAG_RAW)
-        r4 = (uint32_t)esc[ro] | ((uint32_t)esc[ro + 1] << 8) | ((uint32_t)esc[ro + 2] << 16) |
-             ((uint32_t)esc[ro + 3] << 24);
-      xo += tag != GAAC_TAG_3BIT;
-      ro += tag == GAAC_TAG_RAW ? 4u : 0u;
-      const int s = 3 * (j >> 2);
-      const GaacU32x2 low3 = gaac_group_codes(w[s], w[s + 1], w[s + 2], j & 3);
-      const GaacU32x2 ex = gaac_group_exponents(tag, b3, b4, low3, x, r4);
-      const GaacU32x2 p = gaac_bf16x4(jj ? sm.z : sm.x, ex.lo), q = gaac_bf16x4(jj ? sm.w : sm.y, ex.hi);
-      const int t = 4 * i + 2 * h + jj;
-      *reinterpret_cast<uint4*>(dst + t * row + 8 * gcol) = make_uint4(p.lo, p.hi, q.lo, q.hi);
-    }
-  }
-}
-
 // Per-lane decode assignment, fixed for the kernel: sub-warp `sub` of nlp (a power of two >= the
 // td/4 decoders) lanes, lane li in it; round rd decodes tile rd * nsub + sub (K halves, then V).
 struct GaacLanes {
@@ -161,10 +129,10 @@ __device__ __forceinline__ GaacLanes gaac_lanes_of(int32_t td, int32_t n_half, i
   return g;
 }
 
-// Decodes one block (2 * n_half tiles) from staging into K / V rows. Returns false (warp-uniform)
+// Decodes rounds kR0 .. kR1-1 of one block (2 * n_half tiles) from staging into K / V rows. Returns false (warp-uniform)
 // when a slot fails validation (reserved tag, escapes beyond the capacity): the caller records it
 // and skips the block. Rows of every tile are written (zeros for an empty entry).
-template <int kD>
+template <int kD, int kR0, int kR1>
 __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacKVLayer& st,
                                                   const uint32_t* __restrict__ table, int32_t kvh, int32_t b,
                                                   const uint8_t* stage_k, const uint8_t* stage_v,
@@ -176,7 +144,7 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
   const int32_t td = kv.tile_dim, nh = kv.n_half;
   bool ok = true;
 #pragma unroll
-  for (int rd = 0; rd < TileGeom<kD>::kRounds; ++rd) {
+  for (int rd = kR0; rd < kR1; ++rd) {
     if (rd >= L.rounds) break;  // warp-uniform
     const int ti = rd * L.nsub + L.sub;
     const bool active = ti < 2 * nh && L.li < L.nl;

@@ -134,10 +134,14 @@ __device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint
   rs += __shfl_xor_sync(kFull, rs, 2);
   l = l * corr + rs;
   m = mn;
+  // Rescale only when some row's maximum moved (after the first blocks, rarely): x * 1 == x, so
+  // skipping is exact.
+  if (__any_sync(kFull, corr != 1.f)) {
 #pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
+    for (int nt = 0; nt < kD / 8; ++nt)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
+      for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
+  }
   // p as the A operand: the score accumulators' layout is the A layout (keys 2t,2t+1 and +8).
   const Split3 pa = split3(p[0], p[1]), pb = split3(p[2], p[3]);
   const uint32_t pf[4] = {upper ? pa.mid : pa.hi, upper ? 0u : pa.lo, upper ? pb.mid : pb.hi, upper ? 0u : pb.lo};

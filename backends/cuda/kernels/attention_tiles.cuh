@@ -112,6 +112,12 @@ __device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, i
   }
 }
 
+__device__ __forceinline__ uint32_t lanemask_lt() {
+  uint32_t m;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+  return m;
+}
+
 // Per-lane decode assignment, fixed for the kernel: sub-warp `sub` of nlp (a power of two >= the
 // td/4 decoders) lanes, lane li in it; round rd decodes tile rd * nsub + sub (K halves, then V).
 struct GaacLanes {
@@ -156,24 +162,30 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     const GaacTagMasks m = gaac_tag_masks(tags);
     const uint32_t seg = (L.nlp == 32 ? kFull : ((1u << L.nlp) - 1u)) << (L.sub * L.nlp);
     const bool seg_bad = (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
-    // Segmented inclusive scan of (n_x | n_raw << 16): X bytes and R records before each lane.
-    const uint32_t mine = __popc(m.x) | ((uint32_t)__popc(m.raw) << 16);
-    uint32_t inc = mine;
-    if (__any_sync(kFull, mine != 0)) {
-      for (int o = 1; o < L.nlp; o <<= 1) {
-        const uint32_t t = __shfl_up_sync(kFull, inc, o, L.nlp);
-        if (L.li >= o) inc += t;
+    // X bytes and R records before each lane of the segment, and the segment's totals, by one
+    // ballot per bit of the lane counts (0..8: 4 bits) — independent votes, not a shuffle chain.
+    const uint32_t nx = __popc(m.x), nr = __popc(m.raw), lt = seg & lanemask_lt();
+    uint32_t xo = 0, n_x = 0, rc = 0, n_raw = 0;
+#pragma unroll
+    for (int bit = 0; bit < 4; ++bit) {
+      const uint32_t B = __ballot_sync(kFull, (nx >> bit) & 1u) & seg;
+      xo += (uint32_t)__popc(B & lt) << bit;
+      n_x += (uint32_t)__popc(B) << bit;
+    }
+    if (__any_sync(kFull, nr != 0u)) {  // raw groups: in about half the tiles
+#pragma unroll
+      for (int bit = 0; bit < 4; ++bit) {
+        const uint32_t B = __ballot_sync(kFull, (nr >> bit) & 1u) & seg;
+        rc += (uint32_t)__popc(B & lt) << bit;
+        n_raw += (uint32_t)__popc(B) << bit;
       }
     }
-    const uint32_t total = __shfl_sync(kFull, inc, L.nlp - 1, L.nlp);
-    const uint32_t n_x = total & 0xFFFFu, n_raw = total >> 16;
     const bool bad = slot && (seg_bad || n_x + 4u * n_raw > st.capacity[is_v]);
     if (__any_sync(kFull, bad)) ok = false;
     uint16_t* dst = is_v ? vt : kt;
     if (slot && !bad) {
       const GaacU32x2 w3 = b3[rd], w4 = b4[rd];
-      const uint32_t excl = inc - mine;
-      decode_gaac_lane(stg, td, L.li, excl & 0xFFFFu, n_x + 4u * (excl >> 16), w3, w4, dst + half * td, kRow);
+      decode_gaac_lane(stg, td, L.li, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
     } else if (active && !slot) {  // raw page (newest block, or a tile that did not fit) or empty
       copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, td, half * td,
                          dst, L.li, L.nl);

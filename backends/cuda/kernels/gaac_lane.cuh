@@ -33,9 +33,14 @@ struct GaacW4 {
   uint32_t x, y, z, w;
 };
 
+// PTX prmt.b32 (generic mode): selector nibble n picks byte n & 7 of {b, a}, and with n & 8 set
+// replicates that byte's top bit. (Not __byte_perm: it uses only 3 bits of each nibble, so the
+// sign-replicating selectors below would silently pick the plain byte.)
 GAAC_LANE_HD uint32_t lane_prmt(uint32_t a, uint32_t b, uint32_t s) {
 #if defined(__CUDA_ARCH__)
-  return __byte_perm(a, b, s);
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
 #else
   const uint64_t v = ((uint64_t)b << 32) | a;
   uint32_t r = 0;

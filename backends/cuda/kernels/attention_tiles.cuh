@@ -61,8 +61,16 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
     const uint32_t e = table[kv_entry_index(kv, kvh, is_v, half, b)];
     uint16_t* dst = is_v ? vt : kt;
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
-    if (td % 8 == 0) {
-      const uint32_t n = e == KV_ENTRY_EMPTY ? 0u : 16u;  // released page: zeros (never visible)
+    const uint32_t n = e == KV_ENTRY_EMPTY ? 0u : 16u;  // released page: zeros (never visible)
+    if (td == TileGeom<kD>::kTd) {
+      // The usual tile: chunk c = lane + 32 k lands at row c / (kTd/8), column 8 (c % (kTd/8)),
+      // i.e. a fixed start per lane plus 32 / (kTd/8) rows per step: no division, fully unrolled.
+      constexpr int kTd = TileGeom<kD>::kTd, kPerRow = kTd / 8, kSteps = 2 * kTd / 32;
+      uint16_t* d0 = dst + (lane / kPerRow) * TileGeom<kD>::kRow + half * td + 8 * (lane % kPerRow);
+      const uint8_t* s0 = src + 16 * lane;
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) cp_async16(d0 + k * (32 / kPerRow) * TileGeom<kD>::kRow, s0 + 512 * k, n);
+    } else if (td % 8 == 0) {
       for (int c = lane; c < 2 * td; c += 32) cp_async16(dst + chunk_dst<kD>(c, td, half * td), src + 16 * c, n);
     } else {  // odd head dims: a plain synchronous copy
       const uint16_t* p = reinterpret_cast<const uint16_t*>(src);
@@ -93,7 +101,14 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
     const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
                                                       ? st.capacity[is_v] : gaac_max_escape_bytes(td));
     if (((uintptr_t)src & 15u) == 0 && need == nb) {
-      for (uint32_t c = lane; c < nb / 16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
+      // At most (fixed + every escape) / 16 chunks: a fixed, unrolled, predicated loop.
+      constexpr uint32_t kMaxSteps = (GAAC_FIXED_BYTES_128 + 10u * GAAC_MAX_TILE_DIM + 16u * 32u - 1u) / (16u * 32u);
+      const uint32_t nc = nb / 16;
+#pragma unroll
+      for (uint32_t k = 0; k < kMaxSteps; ++k) {
+        const uint32_t c = lane + 32u * k;
+        if (c < nc) cp_async16(dst + 16 * c, src + 16 * c, 16);
+      }
     } else {  // a slot size that breaks 16-byte alignment: plain byte copy of exactly the slot
       for (uint32_t x = lane; x < need; x += 32) dst[x] = src[x];
     }

@@ -58,7 +58,7 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
   const int32_t td = kv.tile_dim;
   for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
-    const uint32_t e = table[kv_entry_index(kv, kvh, is_v, half, b)];
+    const uint32_t e = __ldg(table + kv_entry_index(kv, kvh, is_v, half, b));
     uint16_t* dst = is_v ? vt : kt;
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
     const uint32_t n = e == KV_ENTRY_EMPTY ? 0u : 16u;  // released page: zeros (never visible)
@@ -89,7 +89,7 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
   const int32_t td = kv.tile_dim;
   for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
-    const uint32_t e = table[kv_entry_index(kv, kvh, is_v, half, b)];
+    const uint32_t e = __ldg(table + kv_entry_index(kv, kvh, is_v, half, b));
     if (e == KV_ENTRY_EMPTY) continue;
     const uint8_t* src = kv_entry_ptr(kv, e, is_v);
     if (!kv_entry_is_slot(e)) {  // raw page: warm L2 now, copied at decode time
@@ -170,7 +170,7 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     const int ti = rd * L.nsub + L.sub;
     const bool active = ti < 2 * nh && L.li < L.nl;
     const int32_t is_v = ti >= nh, half = is_v ? ti - nh : ti;
-    const uint32_t e = active ? table[kv_entry_index(kv, kvh, is_v, half, b)] : KV_ENTRY_EMPTY;
+    const uint32_t e = active ? __ldg(table + kv_entry_index(kv, kvh, is_v, half, b)) : KV_ENTRY_EMPTY;
     const bool slot = active && kv_entry_is_slot(e);
     const uint8_t* stg = (is_v ? stage_v : stage_k) + half * half_bytes;
     const uint32_t tags = slot ? *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * L.li) : 0u;

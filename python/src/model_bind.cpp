@@ -169,10 +169,12 @@ void bind_model(nb::module_& m) {
              nb::gil_scoped_release nogil;
              c.cache().extend_by_repeating_for_bench(s.seq(), n);
            }, "benchmark hook: grow the session's cache to n tokens by repeating its complete blocks")
-      .def("_time_attention", [](Context& c, const Session& s, int layer, int reps) {
+      .def("_time_attention", [](Context& c, const Session& s, int layer, int reps, bool back_to_back) {
              nb::gil_scoped_release nogil;
-             return time_attention(c, s.seq(), layer, reps);
-           }, "benchmark hook: median seconds of the attention op for one decode query over the cache")
+             return time_attention(c, s.seq(), layer, reps, back_to_back);
+           }, nb::arg("session"), nb::arg("layer"), nb::arg("reps"), nb::arg("back_to_back") = false,
+           "benchmark hook: seconds of the attention op for one decode query over the cache (median of "
+           "synchronous calls, or the mean of back_to_back queued calls)")
       .def("_graph_stats", [](const Context& c) {
              nb::dict d;
              d["replays"] = c.forward().graph_replays();

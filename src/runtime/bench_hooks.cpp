@@ -8,7 +8,7 @@
 
 namespace gaacrt {
 
-double time_attention(Context& ctx, int seq, int il, int reps) {
+double time_attention(Context& ctx, int seq, int il, int reps, bool back_to_back) {
   const ModelConfig& c = ctx.model().config();
   Backend& be = ctx.model().backend();
   KVCache& cache = ctx.cache();
@@ -26,7 +26,16 @@ double time_attention(Context& ctx, int seq, int il, int reps) {
   const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
   const KVLayerView kv = cache.layer_view(il);
   std::vector<double> times;
-  for (int r = 0; r <= reps; ++r) {
+  if (back_to_back) {
+    be.attention(kv, args, dseq, 1, dq, dout);  // warm-up
+    be.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) be.attention(kv, args, dseq, 1, dq, dout);
+    be.synchronize();
+    const auto t1 = std::chrono::steady_clock::now();
+    times.push_back(std::chrono::duration<double>(t1 - t0).count() / std::max(1, reps));
+  }
+  for (int r = 0; r <= reps && !back_to_back; ++r) {
     be.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     be.attention(kv, args, dseq, 1, dq, dout);

@@ -67,17 +67,19 @@ __device__ inline void record_corrupt(DeviceErrors* err, int32_t layer, int32_t 
   e->code = 1;
 }
 
-// Scores, online softmax and weighted values of one block of 16 keys for this lane's query row
-// (visible keys lo..pos; log2 domain: m and the scores are in units of log2).
+// q·k of one block of 16 keys for this lane's query row: keys 0-7 (s[0]) and 8-15 (s[1]), two
+// chains each (even / odd k-steps) for latency. Split from block_rest so that a GAAC warp can
+// decode V while these mma.sync are in flight.
 template <int kD>
-__device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* vt, int32_t b, int32_t pos, int32_t lo,
-                                           const uint32_t (&qa)[kD / 16][4], float (&o)[kD / 8][4], float& m,
-                                           float& l, const AttentionArgs& a) {
+__device__ __forceinline__ void block_scores(const uint16_t* kt, const uint32_t (&qa)[kD / 16][4], float (&s)[2][2][4]) {
   constexpr int kRow = TileGeom<kD>::kRow, kKs = kD / 16;
-  const int lane = threadIdx.x & 31, tig = lane & 3, mi = lane >> 3, ri = lane & 7;
-  const bool upper = lane >= 16;
-  // q·k for keys 0-7 (s[0]) and 8-15 (s[1]); two chains each (even / odd k-steps) for latency.
-  float s[2][2][4] = {};
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) s[n][c][x] = 0.f;
   const uint16_t* kp = kt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
 #pragma unroll
   for (int kk = 0; kk < kKs; ++kk) {
@@ -86,6 +88,17 @@ __device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* v
     mma_bf16(s[0][kk & 1], qa[kk], r[0], r[1]);
     mma_bf16(s[1][kk & 1], qa[kk], r[2], r[3]);
   }
+}
+
+// Online softmax and weighted values of one block of 16 keys (visible keys lo..pos; log2 domain:
+// m and the scores are in units of log2), given its q·k accumulators.
+template <int kD>
+__device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint16_t* vt, int32_t b, int32_t pos,
+                                           int32_t lo, float (&o)[kD / 8][4], float& m, float& l,
+                                           const AttentionArgs& a) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, tig = lane & 3, mi = lane >> 3, ri = lane & 7;
+  const bool upper = lane >= 16;
   // Parts: rows g (hi on lanes < 16, mid on lanes >= 16) and g + 8 (lo, or zero rows): own two
   // plus the partner lane's two. Both lanes get the same bits (a + b == b + a).
   float sc[4];
@@ -121,10 +134,14 @@ __device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* v
   rs += __shfl_xor_sync(kFull, rs, 2);
   l = l * corr + rs;
   m = mn;
+  // Rescale only when some row's maximum moved (after the first blocks, rarely): x * 1 == x, so
+  // skipping is exact.
+  if (__any_sync(kFull, corr != 1.f)) {
 #pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
+    for (int nt = 0; nt < kD / 8; ++nt)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
+      for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
+  }
   // p as the A operand: the score accumulators' layout is the A layout (keys 2t,2t+1 and +8).
   const Split3 pa = split3(p[0], p[1]), pb = split3(p[2], p[3]);
   const uint32_t pf[4] = {upper ? pa.mid : pa.hi, upper ? 0u : pa.lo, upper ? pb.mid : pb.hi, upper ? 0u : pb.lo};
@@ -138,6 +155,28 @@ __device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* v
   }
 }
 
+// Scores, online softmax and weighted values of one block of 16 keys.
+template <int kD>
+__device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* vt, int32_t b, int32_t pos, int32_t lo,
+                                           const uint32_t (&qa)[kD / 16][4], float (&o)[kD / 8][4], float& m,
+                                           float& l, const AttentionArgs& a) {
+  float s[2][2][4];
+  block_scores<kD>(kt, qa, s);
+  block_rest<kD>(s, vt, b, pos, lo, o, m, l, a);
+}
+
+// The newest block's rows past the last token were never written: a NaN there times p = 0 would
+// still poison p·v, so zero those V rows (K's are masked by select). n_valid: rows written.
+template <int kD>
+__device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid, int lane) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  if (n_valid < KV_BLOCK_TOKENS) {
+    for (int x = lane; x < (KV_BLOCK_TOKENS - n_valid) * (kD / 8); x += 32)
+      *reinterpret_cast<uint4*>(vt + (n_valid + x / (kD / 8)) * kRow + 8 * (x % (kD / 8))) = make_uint4(0, 0, 0, 0);
+    __syncwarp();
+  }
+}
+
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
 // below b_end: leaves this lane's row state (parts not yet summed) in o, m, l.
 template <int kD, bool kGaac>
@@ -147,7 +186,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
                                          const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                          const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
                                          float& m, float& l) {
-  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
   const KVLayerView& kv = P.kv;
   const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   const bool upper = lane >= 16;
@@ -219,26 +258,29 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     const int32_t b = b_first + it * b_step;
     uint8_t* sk = wbase + (2 * (it % kS)) * kv_bytes;
     uint16_t *kt, *vt;
-    bool ok = true;
     if constexpr (kGaac) {
+      // K's tiles first, then q·k on the tensor cores while the warp decodes V's tiles.
+      constexpr int kRK = TileGeom<kD>::kRoundsK;
       kt = reinterpret_cast<uint16_t*>(dec);
       vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
-      ok = decode_gaac_block<kD>(kv, *st, s.table, kvh, b, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
+      bool ok = decode_gaac_block<kD, 0, kRK>(kv, *st, s.table, kvh, b, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4,
+                                              kt, vt);
+      __syncwarp();
+      float sc[2][2][4];
+      block_scores<kD>(kt, qa, sc);
+      if constexpr (kRK < TileGeom<kD>::kRounds)
+        ok &= decode_gaac_block<kD, kRK, TileGeom<kD>::kRounds>(kv, *st, s.table, kvh, b, sk, sk + kv_bytes,
+                                                                P.half_bytes, GL, b3, b4, kt, vt);
       if (!ok && lane == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
       __syncwarp();
+      if (ok) {
+        zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
+        block_rest<kD>(sc, vt, b, pos, lo, o, m, l, P.a);
+      }
     } else {
       kt = reinterpret_cast<uint16_t*>(sk);
       vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
-    }
-    if (ok) {
-      // The newest block's rows past the last token were never written: a NaN there times p = 0
-      // would still poison p·v, so zero those V rows (K's are masked by select).
-      const int32_t n_valid = len - b * KV_BLOCK_TOKENS;
-      if (n_valid < KV_BLOCK_TOKENS) {
-        for (int x = lane; x < (KV_BLOCK_TOKENS - n_valid) * (kD / 8); x += 32)
-          *reinterpret_cast<uint4*>(vt + (n_valid + x / (kD / 8)) * kRow + 8 * (x % (kD / 8))) = make_uint4(0, 0, 0, 0);
-        __syncwarp();
-      }
+      zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
       block_math<kD>(kt, vt, b, pos, lo, qa, o, m, l, P.a);
     }
     __syncwarp();  // the stage is read: the next issue may overwrite it

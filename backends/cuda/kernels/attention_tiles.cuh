@@ -17,6 +17,7 @@
 #include "kv/gaac_codec.h"
 #include "kv/kv_view.h"
 #include "attention_ptx.cuh"
+#include "gaac_lane.cuh"
 
 namespace gaacrt::cuda::attn {
 
@@ -30,6 +31,9 @@ struct TileGeom {
   static constexpr int kTd = kD > KV_TILE_MAX_DIM ? KV_TILE_MAX_DIM : kD;  // the usual tile_dim
   // Decode rounds of a warp: 2 * n_half tiles, 32 / (td/4) decoded at once.
   static constexpr int kRounds = kD > 128 ? 4 : (kD > 64 ? 2 : 1);
+  // Rounds that decode K alone (the first half when a round is one tile; for td <= 64 a round
+  // decodes K and V together).
+  static constexpr int kRoundsK = kRounds > 1 ? kRounds / 2 : 1;
 };
 
 // Escape bytes a tile can ever need (every group raw): caps what is staged of a large capacity.
@@ -54,11 +58,19 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
   const int32_t td = kv.tile_dim;
   for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
-    const uint32_t e = table[kv_entry_index(kv, kvh, is_v, half, b)];
+    const uint32_t e = __ldg(table + kv_entry_index(kv, kvh, is_v, half, b));
     uint16_t* dst = is_v ? vt : kt;
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
-    if (td % 8 == 0) {
-      const uint32_t n = e == KV_ENTRY_EMPTY ? 0u : 16u;  // released page: zeros (never visible)
+    const uint32_t n = e == KV_ENTRY_EMPTY ? 0u : 16u;  // released page: zeros (never visible)
+    if (td == TileGeom<kD>::kTd) {
+      // The usual tile: chunk c = lane + 32 k lands at row c / (kTd/8), column 8 (c % (kTd/8)),
+      // i.e. a fixed start per lane plus 32 / (kTd/8) rows per step: no division, fully unrolled.
+      constexpr int kTd = TileGeom<kD>::kTd, kPerRow = kTd / 8, kSteps = 2 * kTd / 32;
+      uint16_t* d0 = dst + (lane / kPerRow) * TileGeom<kD>::kRow + half * td + 8 * (lane % kPerRow);
+      const uint8_t* s0 = src + 16 * lane;
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) cp_async16(d0 + k * (32 / kPerRow) * TileGeom<kD>::kRow, s0 + 512 * k, n);
+    } else if (td % 8 == 0) {
       for (int c = lane; c < 2 * td; c += 32) cp_async16(dst + chunk_dst<kD>(c, td, half * td), src + 16 * c, n);
     } else {  // odd head dims: a plain synchronous copy
       const uint16_t* p = reinterpret_cast<const uint16_t*>(src);
@@ -77,7 +89,7 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
   const int32_t td = kv.tile_dim;
   for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
-    const uint32_t e = table[kv_entry_index(kv, kvh, is_v, half, b)];
+    const uint32_t e = __ldg(table + kv_entry_index(kv, kvh, is_v, half, b));
     if (e == KV_ENTRY_EMPTY) continue;
     const uint8_t* src = kv_entry_ptr(kv, e, is_v);
     if (!kv_entry_is_slot(e)) {  // raw page: warm L2 now, copied at decode time
@@ -89,7 +101,14 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
     const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
                                                       ? st.capacity[is_v] : gaac_max_escape_bytes(td));
     if (((uintptr_t)src & 15u) == 0 && need == nb) {
-      for (uint32_t c = lane; c < nb / 16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
+      // At most (fixed + every escape) / 16 chunks: a fixed, unrolled, predicated loop.
+      constexpr uint32_t kMaxSteps = (GAAC_FIXED_BYTES_128 + 10u * GAAC_MAX_TILE_DIM + 16u * 32u - 1u) / (16u * 32u);
+      const uint32_t nc = nb / 16;
+#pragma unroll
+      for (uint32_t k = 0; k < kMaxSteps; ++k) {
+        const uint32_t c = lane + 32u * k;
+        if (c < nc) cp_async16(dst + 16 * c, src + 16 * c, 16);
+      }
     } else {  // a slot size that breaks 16-byte alignment: plain byte copy of exactly the slot
       for (uint32_t x = lane; x < need; x += 32) dst[x] = src[x];
     }
@@ -108,40 +127,10 @@ __device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, i
   }
 }
 
-// Lane li of a tile's td/4 decoders: its 8 groups (tokens 4i + 2h + jj, column gcol) from the
-// staged slot into rows. xo / ro: its first X byte and R record in the escape area.
-__device__ __forceinline__ void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint32_t xo, uint32_t ro,
-                                                 GaacU32x2 b3, GaacU32x2 b4, uint16_t* dst, int row) {
-  const int32_t G = gaac_group_cols(td), nl = gaac_lanes(td);
-  const int h = li >= G ? 1 : 0, gcol = li - h * G;
-  const uint8_t* esc = stg + gaac_fixed_bytes(td);
-  const uint4 wa = *reinterpret_cast<const uint4*>(stg + gaac_codes_a_offset(td) + 16 * li);
-  const uint2 wb = *reinterpret_cast<const uint2*>(stg + gaac_codes_b_offset(td) + 8 * li);
-  const uint32_t w[6] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y};
-  const uint32_t tags = *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * li);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint4 sm = *reinterpret_cast<const uint4*>(stg + 16 * (i * nl + li));
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      const int j = 2 * i + jj;
-      const uint32_t tag = (tags >> (2 * j)) & 3u;
-      // Predicated escape reads (the branch-free contract of gaac_group_exponents).
-      uint32_t x = 0, r4 = 0;
-      if (tag != GAAC_TAG_3BIT) x = esc[xo];
-      if (tag == GAAC_TAG_RAW)
-        r4 = (uint32_t)esc[ro] | ((uint32_t)esc[ro + 1] << 8) | ((uint32_t)esc[ro + 2] << 16) |
-             ((uint32_t)esc[ro + 3] << 24);
-      xo += tag != GAAC_TAG_3BIT;
-      ro += tag == GAAC_TAG_RAW ? 4u : 0u;
-      const int s = 3 * (j >> 2);
-      const GaacU32x2 low3 = gaac_group_codes(w[s], w[s + 1], w[s + 2], j & 3);
-      const GaacU32x2 ex = gaac_group_exponents(tag, b3, b4, low3, x, r4);
-      const GaacU32x2 p = gaac_bf16x4(jj ? sm.z : sm.x, ex.lo), q = gaac_bf16x4(jj ? sm.w : sm.y, ex.hi);
-      const int t = 4 * i + 2 * h + jj;
-      *reinterpret_cast<uint4*>(dst + t * row + 8 * gcol) = make_uint4(p.lo, p.hi, q.lo, q.hi);
-    }
-  }
+__device__ __forceinline__ uint32_t lanemask_lt() {
+  uint32_t m;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+  return m;
 }
 
 // Per-lane decode assignment, fixed for the kernel: sub-warp `sub` of nlp (a power of two >= the
@@ -161,10 +150,10 @@ __device__ __forceinline__ GaacLanes gaac_lanes_of(int32_t td, int32_t n_half, i
   return g;
 }
 
-// Decodes one block (2 * n_half tiles) from staging into K / V rows. Returns false (warp-uniform)
+// Decodes rounds kR0 .. kR1-1 of one block (2 * n_half tiles) from staging into K / V rows. Returns false (warp-uniform)
 // when a slot fails validation (reserved tag, escapes beyond the capacity): the caller records it
 // and skips the block. Rows of every tile are written (zeros for an empty entry).
-template <int kD>
+template <int kD, int kR0, int kR1>
 __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacKVLayer& st,
                                                   const uint32_t* __restrict__ table, int32_t kvh, int32_t b,
                                                   const uint8_t* stage_k, const uint8_t* stage_v,
@@ -176,36 +165,42 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
   const int32_t td = kv.tile_dim, nh = kv.n_half;
   bool ok = true;
 #pragma unroll
-  for (int rd = 0; rd < TileGeom<kD>::kRounds; ++rd) {
+  for (int rd = kR0; rd < kR1; ++rd) {
     if (rd >= L.rounds) break;  // warp-uniform
     const int ti = rd * L.nsub + L.sub;
     const bool active = ti < 2 * nh && L.li < L.nl;
     const int32_t is_v = ti >= nh, half = is_v ? ti - nh : ti;
-    const uint32_t e = active ? table[kv_entry_index(kv, kvh, is_v, half, b)] : KV_ENTRY_EMPTY;
+    const uint32_t e = active ? __ldg(table + kv_entry_index(kv, kvh, is_v, half, b)) : KV_ENTRY_EMPTY;
     const bool slot = active && kv_entry_is_slot(e);
     const uint8_t* stg = (is_v ? stage_v : stage_k) + half * half_bytes;
     const uint32_t tags = slot ? *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * L.li) : 0u;
     const GaacTagMasks m = gaac_tag_masks(tags);
     const uint32_t seg = (L.nlp == 32 ? kFull : ((1u << L.nlp) - 1u)) << (L.sub * L.nlp);
     const bool seg_bad = (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
-    // Segmented inclusive scan of (n_x | n_raw << 16): X bytes and R records before each lane.
-    const uint32_t mine = __popc(m.x) | ((uint32_t)__popc(m.raw) << 16);
-    uint32_t inc = mine;
-    if (__any_sync(kFull, mine != 0)) {
-      for (int o = 1; o < L.nlp; o <<= 1) {
-        const uint32_t t = __shfl_up_sync(kFull, inc, o, L.nlp);
-        if (L.li >= o) inc += t;
+    // X bytes and R records before each lane of the segment, and the segment's totals, by one
+    // ballot per bit of the lane counts (0..8: 4 bits) — independent votes, not a shuffle chain.
+    const uint32_t nx = __popc(m.x), nr = __popc(m.raw), lt = seg & lanemask_lt();
+    uint32_t xo = 0, n_x = 0, rc = 0, n_raw = 0;
+#pragma unroll
+    for (int bit = 0; bit < 4; ++bit) {
+      const uint32_t B = __ballot_sync(kFull, (nx >> bit) & 1u) & seg;
+      xo += (uint32_t)__popc(B & lt) << bit;
+      n_x += (uint32_t)__popc(B) << bit;
+    }
+    if (__any_sync(kFull, nr != 0u)) {  // raw groups: in about half the tiles
+#pragma unroll
+      for (int bit = 0; bit < 4; ++bit) {
+        const uint32_t B = __ballot_sync(kFull, (nr >> bit) & 1u) & seg;
+        rc += (uint32_t)__popc(B & lt) << bit;
+        n_raw += (uint32_t)__popc(B) << bit;
       }
     }
-    const uint32_t total = __shfl_sync(kFull, inc, L.nlp - 1, L.nlp);
-    const uint32_t n_x = total & 0xFFFFu, n_raw = total >> 16;
     const bool bad = slot && (seg_bad || n_x + 4u * n_raw > st.capacity[is_v]);
     if (__any_sync(kFull, bad)) ok = false;
     uint16_t* dst = is_v ? vt : kt;
     if (slot && !bad) {
       const GaacU32x2 w3 = b3[rd], w4 = b4[rd];
-      const uint32_t excl = inc - mine;
-      decode_gaac_lane(stg, td, L.li, excl & 0xFFFFu, n_x + 4u * (excl >> 16), w3, w4, dst + half * td, kRow);
+      decode_gaac_lane(stg, td, L.li, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
     } else if (active && !slot) {  // raw page (newest block, or a tile that did not fit) or empty
       copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, td, half * td,
                          dst, L.li, L.nl);

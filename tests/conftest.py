@@ -37,3 +37,15 @@ def tiny_model(tmp_path):
             raise ValueError(f"tiny_model: unknown architecture '{arch}' (known: {', '.join(ARCHS)})")
         return write_tiny_model(tmp_path / (name or f"tiny-{arch}.gguf"), arch, **kw)
     return make
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    """The CPU backend, the reference the CUDA and Metal op tests compare against."""
+    return gaacrt._core.open_backend("cpu", n_threads=2)
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    """The CUDA backend (only requested by tests skipped where no GPU is usable)."""
+    return gaacrt._core.open_backend("cuda")

@@ -37,14 +37,6 @@ def random_rows(t, n_rows, n_cols, rng):
     return blocks.reshape(n_rows, -1)
 
 
-@pytest.fixture(scope="module")
-def cuda():
-    return _core.open_backend("cuda")
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    return _core.open_backend("cpu", n_threads=2)
 
 
 def test_cuda_device_query_reports_a_real_gpu():

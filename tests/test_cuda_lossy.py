@@ -11,23 +11,13 @@ import pytest
 
 import gaacrt
 from gaacrt import _core
+from fixtures.backend_compare import rel
 
 REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 
-@pytest.fixture(scope="module")
-def cuda():
-    return _core.open_backend("cuda")
 
-
-@pytest.fixture(scope="module")
-def cpu():
-    return _core.open_backend("cpu", n_threads=4)
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b.astype(np.float64)), 1e-30))
 
 
 def inputs(seed, n_ctx, n_q, n_head, n_kv, d, offset=0.0):

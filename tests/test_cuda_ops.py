@@ -8,6 +8,7 @@ import pytest
 
 import gaacrt
 from gaacrt import _core
+from fixtures.backend_compare import rel
 
 gguf = pytest.importorskip("gguf")
 from gguf.quants import quantize  # noqa: E402
@@ -17,18 +18,7 @@ REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 
-@pytest.fixture(scope="module")
-def cuda():
-    return _core.open_backend("cuda")
 
-
-@pytest.fixture(scope="module")
-def cpu():
-    return _core.open_backend("cpu", n_threads=2)
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b.astype(np.float64)), 1e-30))
 
 
 @pytest.mark.parametrize("rows,dim", [(1, 576), (7, 640), (3, 33), (130, 1537)])

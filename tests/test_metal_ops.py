@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gaacrt import _core
+from fixtures.backend_compare import rel
 
 gguf = pytest.importorskip("gguf")
 from gguf.quants import quantize  # noqa: E402
@@ -24,13 +25,6 @@ def metal():
     return _core.open_backend("metal-emulated")
 
 
-@pytest.fixture(scope="module")
-def cpu():
-    return _core.open_backend("cpu", n_threads=2)
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(np.asarray(b, np.float64)), 1e-30))
 
 
 def random_rows(t, n_rows, n_cols, rng):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# bench/ holds a tokenize.py that would shadow the standard library's (which numpy's import
-# chain needs) when this script's folder is sys.path[0].
+# Not bench/ itself on the path: a bench script named like a stdlib module (the tokenizer bench
+# was once bench/tokenize.py) would shadow it for numpy's imports.
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 

@@ -19,7 +19,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# Not bench/ itself on the path: a bench script named like a stdlib module (tokenize.py) would
+# Not bench/ itself on the path: a bench script named like a stdlib module (e.g. tokenize.py) would
 # shadow it for numpy's imports.
 sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "tests"))

@@ -129,3 +129,15 @@ def test_bad_model_path_is_a_clear_error():
     r = subprocess.run([sys.executable, "-m", "gaacrt.cli.run", "/nonexistent/model.gguf", "-p", "x"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "/nonexistent/model.gguf" in r.stderr
+
+
+def test_one_shot_with_a_lossy_cache_and_its_options(smollm2_path):
+    # A prompt longer than E8's raw window, so the reply attends to compressed blocks.
+    prompt = "Summarize: " + " ".join(f"item {i} is fine." for i in range(60))
+    r = subprocess.run([sys.executable, "-m", "gaacrt.cli.run", smollm2_path, "-p", prompt, "--temp", "0", "-n", "8",
+                        "--cache", "e8", "--e8-center", "--raw-sink", "16", "--verbose"],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    r = subprocess.run([sys.executable, "-m", "gaacrt.cli.run", smollm2_path, "-p", "x", "--cache", "gaac",
+                        "--raw-sink", "16"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "raw_sink" in r.stderr

@@ -39,7 +39,8 @@ class Chat:
         self.sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                                        repeat_penalty=args.repeat_penalty, seed=args.seed)
         self.session: Session = model.session(n_ctx=args.ctx_size, cache=args.cache, calibration=args.calibration,
-                                              check_lossless=args.check_lossless)
+                                              check_lossless=args.check_lossless, e8_center=args.e8_center,
+                                              raw_sink=args.raw_sink)
         self.messages: list[dict] = []
 
     def clear(self) -> None:
@@ -201,7 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeat-penalty", type=float, default=1.0)
     ap.add_argument("-s", "--seed", type=int, default=None, help="RNG seed (default random)")
     ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default all cores)")
-    ap.add_argument("--cache", default="bf16", help="KV cache format: bf16 (default), gaac, e8")
+    ap.add_argument("--cache", default="bf16",
+                    help="KV cache format: bf16 (default), gaac, fp8_e4m3+gaac, fp8_e5m2+gaac, e8, q8, kivi2")
+    ap.add_argument("--e8-center", action="store_true",
+                    help="E8: code keys as (k - mean) / sqrt(std) per channel, fitted online (not in the paper)")
+    ap.add_argument("--raw-sink", type=int, default=0, metavar="N",
+                    help="lossy caches: keep the first N tokens BF16 for good (the attention sink)")
     ap.add_argument("--backend", default="auto", help="auto (default), cpu, cuda")
     ap.add_argument("--calibration", default=None, help="GAAC sidecar (default: model.gaac beside the model, "
                                                           "else calibrate online)")

@@ -140,6 +140,11 @@ typedef struct gaacrt_session_params {
   int32_t n_ubatch;             /* prefill chunk (default 512) */
   gaacrt_abort_fn abort;        /* may be NULL */
   void* abort_user;
+  /* Added later: a caller built against an older header passes a smaller size and gets the
+   * defaults for these. */
+  const char* calibration;      /* GAAC sidecar path; NULL or "" = "model.gaac" beside the model, else online */
+  int32_t raw_sink;             /* lossy formats: first tokens kept BF16 for good (default 0) */
+  int32_t e8_center;            /* E8: nonzero codes keys as (k - mean) / sqrt(std) per channel (default 0) */
 } gaacrt_session_params;
 
 GAACRT_API gaacrt_session_params gaacrt_session_default_params(void);

@@ -107,10 +107,12 @@ def test_tokenize_two_pass_buffer_and_context_full(lib, smollm2_path):
         class SessionParams(ctypes.Structure):
             _fields_ = [("size", ctypes.c_size_t), ("n_ctx", ctypes.c_int32), ("cache", ctypes.c_char_p),
                         ("kv_budget_bytes", ctypes.c_uint64), ("n_ubatch", ctypes.c_int32),
-                        ("abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p)]
+                        ("abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
+                        ("calibration", ctypes.c_char_p), ("raw_sink", ctypes.c_int32), ("e8_center", ctypes.c_int32)]
         lib.gaacrt_session_default_params.restype = SessionParams
         sp = lib.gaacrt_session_default_params()
         assert sp.size == ctypes.sizeof(SessionParams) and sp.n_ctx == 4096 and sp.cache == b"bf16"
+        assert sp.raw_sink == 0 and sp.e8_center == 0 and not sp.calibration
         sp.n_ctx = 8
         s = ctypes.c_void_p()
         assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
@@ -123,5 +125,19 @@ def test_tokenize_two_pass_buffer_and_context_full(lib, smollm2_path):
         sp.size = 3  # a size this library does not know
         assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == ERR_INVALID
         assert b"size" in lib.gaacrt_last_error() and s.value is None
+
+        # The fields added later (calibration, raw_sink, e8_center) reach the cache; a caller built
+        # against the older header passes the smaller size and gets their defaults.
+        sp.size = ctypes.sizeof(SessionParams)
+        sp.n_ctx, sp.cache, sp.raw_sink = 64, b"gaac", 16
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == ERR_INVALID
+        assert b"raw_sink" in lib.gaacrt_last_error()
+        sp.size = SessionParams.calibration.offset  # the older layout: raw_sink is not read
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
+        lib.gaacrt_session_free(s)
+        sp.size = ctypes.sizeof(SessionParams)
+        sp.cache, sp.raw_sink, sp.e8_center = b"e8", 16, 1
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
+        lib.gaacrt_session_free(s)
     finally:
         lib.gaacrt_model_free(m)

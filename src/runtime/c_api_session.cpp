@@ -26,6 +26,9 @@ ContextParams context_params(const gaacrt_session_params& p) {
   c.cache = p.cache ? p.cache : "bf16";
   c.budget_bytes = p.kv_budget_bytes;
   c.n_ubatch = p.n_ubatch;
+  c.calibration = p.calibration ? p.calibration : "";
+  c.raw_sink = p.raw_sink;
+  c.e8_center = p.e8_center != 0;
   return c;
 }
 

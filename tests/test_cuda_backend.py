@@ -10,33 +10,12 @@ import gaacrt
 from gaacrt import _core
 
 gguf = pytest.importorskip("gguf")
-from gguf.quants import quantize  # noqa: E402
+from fixtures.tiny_quant import ALL_TYPES, random_rows  # noqa: E402
 
 T = gguf.GGMLQuantizationType
 
 REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
-
-ALL_TYPES = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]
-
-
-def random_rows(t, n_rows, n_cols, rng):
-    bs, ts = gguf.GGML_QUANT_SIZES[t]
-    if t in (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0):
-        w = rng.standard_normal((n_rows, n_cols)).astype(np.float32) * 0.05
-        return np.ascontiguousarray(quantize(w, t).view(np.uint8).reshape(n_rows, -1))
-    nb = n_rows * (n_cols // bs)
-    blocks = rng.integers(0, 256, size=(nb, ts), dtype=np.uint8)
-    d = np.asarray(rng.uniform(1e-4, 2e-3, size=nb), np.float16).view(np.uint8).reshape(-1, 2)
-    if t == T.Q6_K:
-        blocks[:, 208:210] = d
-    else:
-        blocks[:, 0:2] = d
-        if t in (T.Q4_K, T.Q5_K):
-            blocks[:, 2:4] = d
-    return blocks.reshape(n_rows, -1)
-
-
 
 
 def test_cuda_device_query_reports_a_real_gpu():

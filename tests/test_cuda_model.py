@@ -13,43 +13,14 @@ REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 pytest.importorskip("gguf")
-from fixtures.tiny_models import write_tiny_model  # noqa: E402
+from fixtures.backend_compare import assert_close_logits, logits_run, shapes, write_shape_model  # noqa: E402
 
-# Real models' widths; layers cut down to keep the test fast.
-SHAPES = {
-    # SmolLM2-135M: 576 wide, 9 heads / 3 kv-heads of 64, FFN 1536 (GQA group of 3).
-    "smollm2": dict(arch="llama", weight_type="q4_1", n_layers=4, n_embd=576, n_head=9, n_head_kv=3, head_dim=64,
-                    n_ff=1536),
-    # Gemma-3-270m: 640 wide, 4 heads / 1 kv-head of 256 (two 128-channel tiles), FFN 2048, sliding
-    # window layers (window cut to 64 so the test crosses it) and a global one.
-    "gemma3": dict(arch="gemma3", weight_type="q8_0", n_layers=6, n_embd=640, n_head=4, n_head_kv=1, head_dim=256,
-                   n_ff=2048, sliding_window=64),
-}
+SHAPES = shapes(n_layers=4, sliding_window=64)  # layers cut down to keep the test fast
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
 def model_path(request, tmp_path_factory):
-    kw = dict(SHAPES[request.param])
-    arch = kw.pop("arch")
-    return write_tiny_model(tmp_path_factory.mktemp(request.param) / f"{request.param}.gguf", arch, seed=11, **kw)
-
-
-def logits_run(model, toks, n_prefill, n_decode, cache="bf16", n_ctx=None):
-    s = model.session(n_ctx=n_ctx or len(toks) + 8, cache=cache)
-    rows = [s.eval(toks[:n_prefill], all_logits=True)]
-    for t in toks[n_prefill:n_prefill + n_decode]:
-        s.eval([t])
-        rows.append(s.logits()[None])
-    return np.vstack(rows), s
-
-
-def assert_close_logits(got, want):
-    for i, (g, w) in enumerate(zip(got, want)):
-        r = np.linalg.norm(g.astype(np.float64) - w) / np.linalg.norm(w.astype(np.float64))
-        assert r <= 3e-2, f"row {i}: relative L2 {r:.3g}"
-        top = np.sort(w)[-2:]
-        if top[1] - top[0] > 0.5:
-            assert np.argmax(g) == np.argmax(w), f"row {i}: argmax differs with margin {top[1] - top[0]:.3f}"
+    return write_shape_model(tmp_path_factory, request.param, SHAPES[request.param])
 
 
 def test_cuda_model_logits_match_cpu(model_path):

@@ -8,7 +8,7 @@ import pytest
 
 import gaacrt
 from gaacrt import _core
-from fixtures.backend_compare import rel
+from fixtures.backend_compare import ROPE_CASES, rel, rope_case
 
 gguf = pytest.importorskip("gguf")
 from gguf.quants import quantize  # noqa: E402
@@ -31,19 +31,9 @@ def test_cuda_rms_norm_matches_cpu_to_float_rounding(cuda, cpu, rows, dim):
 
 
 @pytest.mark.parametrize("style", [0, 2], ids=["norm", "neox"])
-@pytest.mark.parametrize("case", ["plain", "freq_factors", "yarn", "partial_rot"])
+@pytest.mark.parametrize("case", ROPE_CASES)
 def test_cuda_rope_matches_cpu(cuda, cpu, style, case):
-    rng = np.random.default_rng(style * 10 + len(case))
-    n_tok, n_heads, hd = 5, 3, 64
-    x = rng.standard_normal((n_tok, n_heads, hd)).astype(np.float32)
-    pos = np.array([0, 1, 17, 4095, 70000], np.int32)
-    kw = dict(style=style, n_rot=hd, base=10000.0)
-    if case == "freq_factors":
-        kw["freq_factors"] = rng.uniform(1, 8, hd // 2).astype(np.float32)
-    elif case == "yarn":
-        kw.update(freq_scale=0.25, ext_factor=1.0, n_ctx_orig=4096, beta_fast=32.0, beta_slow=1.0)
-    elif case == "partial_rot":
-        kw["n_rot"] = 32
+    x, pos, kw = rope_case(style, case)
     a, b = _core.op_rope(cuda, x, pos, **kw), _core.op_rope(cpu, x, pos, **kw)
     # Angles and cos/sin in double on both; the rotation in float.
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -11,38 +11,17 @@ import numpy as np
 import pytest
 
 from gaacrt import _core
-from fixtures.backend_compare import rel
+from fixtures.backend_compare import ROPE_CASES, rel, rope_case
 
 gguf = pytest.importorskip("gguf")
-from gguf.quants import quantize  # noqa: E402
+from fixtures.tiny_quant import ALL_TYPES, random_rows  # noqa: E402
 
 T = gguf.GGMLQuantizationType
-ALL_TYPES = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]
 
 
 @pytest.fixture(scope="module")
 def metal():
     return _core.open_backend("metal-emulated")
-
-
-
-
-def random_rows(t, n_rows, n_cols, rng):
-    """Weight rows of type t: quantized Gaussians where gguf can quantize, random blocks with sane scales else."""
-    bs, ts = gguf.GGML_QUANT_SIZES[t]
-    if t in (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0):
-        w = rng.standard_normal((n_rows, n_cols)).astype(np.float32) * 0.05
-        return np.ascontiguousarray(quantize(w, t).view(np.uint8).reshape(n_rows, -1))
-    nb = n_rows * (n_cols // bs)
-    blocks = rng.integers(0, 256, size=(nb, ts), dtype=np.uint8)
-    d = np.asarray(rng.uniform(1e-4, 2e-3, size=nb), np.float16).view(np.uint8).reshape(-1, 2)
-    if t == T.Q6_K:
-        blocks[:, 208:210] = d
-    else:
-        blocks[:, 0:2] = d
-        if t in (T.Q4_K, T.Q5_K):
-            blocks[:, 2:4] = d
-    return blocks.reshape(n_rows, -1)
 
 
 def test_metal_emulated_backend_reports_itself(metal):
@@ -91,19 +70,9 @@ def test_metal_rms_norm_matches_cpu_to_float_rounding(metal, cpu, rows, dim):
 
 
 @pytest.mark.parametrize("style", [0, 2], ids=["norm", "neox"])
-@pytest.mark.parametrize("case", ["plain", "freq_factors", "yarn", "partial_rot"])
+@pytest.mark.parametrize("case", ROPE_CASES)
 def test_metal_rope_matches_cpu_at_far_positions(metal, cpu, style, case):
-    rng = np.random.default_rng(style * 10 + len(case))
-    n_tok, n_heads, hd = 5, 3, 64
-    x = rng.standard_normal((n_tok, n_heads, hd)).astype(np.float32)
-    pos = np.array([0, 1, 17, 4095, 70000], np.int32)
-    kw = dict(style=style, n_rot=hd, base=10000.0)
-    if case == "freq_factors":
-        kw["freq_factors"] = rng.uniform(1, 8, hd // 2).astype(np.float32)
-    elif case == "yarn":
-        kw.update(freq_scale=0.25, ext_factor=1.0, n_ctx_orig=4096, beta_fast=32.0, beta_slow=1.0)
-    elif case == "partial_rot":
-        kw["n_rot"] = 32
+    x, pos, kw = rope_case(style, case)
     a, b = _core.op_rope(metal, x, pos, **kw), _core.op_rope(cpu, x, pos, **kw)
     # No double in MSL: the angle is a two-float product reduced modulo 2 pi (rope.h).
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-6)

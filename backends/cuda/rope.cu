@@ -39,23 +39,40 @@ __device__ __forceinline__ void rope_cs(int i, int32_t p, const float* __restric
   sn = (float)sin(theta) * c.mscale;
 }
 
+// Thread idx's work: token t, the channels a and b of pair i (interleaved or NeoX halves), and
+// the pair's cos/sin at the token's position.
+struct RopePair {
+  int64_t t;
+  int a, b;
+  float cs, sn;
+};
+__device__ __forceinline__ RopePair rope_pair(int64_t idx, const int32_t* pos, const float* freq_factors,
+                                              const RopeConst& c) {
+  RopePair r;
+  r.t = idx / c.half;
+  const int i = (int)(idx % c.half);
+  rope_cs(i, pos[r.t], freq_factors, c, r.cs, r.sn);
+  r.a = c.style == 0 ? 2 * i : i;
+  r.b = c.style == 0 ? 2 * i + 1 : i + c.half;
+  return r;
+}
+
+// Rotates pair (a, b) of each of the token's n_heads heads in x (n_tok, n_heads, head_dim).
+__device__ __forceinline__ void rotate_heads(float* x, const RopePair& p, int32_t n_heads, int32_t head_dim) {
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* v = x + (p.t * n_heads + h) * head_dim;
+    const float x0 = v[p.a], x1 = v[p.b];
+    v[p.a] = x0 * p.cs - x1 * p.sn;
+    v[p.b] = x0 * p.sn + x1 * p.cs;
+  }
+}
+
 // One thread per (token, pair i): its cos/sin rotate pair i of every head of the token.
 __global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* __restrict__ pos,
                             const float* __restrict__ freq_factors, RopeConst c) {
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= n_tok * c.half) return;
-  const int64_t t = idx / c.half;
-  const int i = (int)(idx % c.half);
-  float cs, sn;
-  rope_cs(i, pos[t], freq_factors, c, cs, sn);
-  const int a = c.style == 0 ? 2 * i : i;
-  const int b = c.style == 0 ? 2 * i + 1 : i + c.half;
-  for (int32_t h = 0; h < n_heads; ++h) {
-    float* v = x + (t * n_heads + h) * head_dim;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * cs - x1 * sn;
-    v[b] = x0 * sn + x1 * cs;
-  }
+  rotate_heads(x, rope_pair(idx, pos, freq_factors, c), n_heads, head_dim);
 }
 
 // kv_store.cu's write of one channel.
@@ -75,30 +92,17 @@ __global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ 
                                   RopeConst c, KVLayerView kv, const KVTokenSlot* __restrict__ slots) {
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= n_tok * c.half) return;
-  const int64_t t = idx / c.half;
-  const int i = (int)(idx % c.half);
-  float cs, sn;
-  rope_cs(i, pos[t], freq_factors, c, cs, sn);
-  const int a = c.style == 0 ? 2 * i : i;
-  const int b = c.style == 0 ? 2 * i + 1 : i + c.half;
-  for (int32_t h = 0; h < n_head; ++h) {
-    float* r = q + (t * n_head + h) * head_dim;
-    const float x0 = r[a], x1 = r[b];
-    r[a] = x0 * cs - x1 * sn;
-    r[b] = x0 * sn + x1 * cs;
-  }
-  const KVTokenSlot s = slots[t];
+  const RopePair p = rope_pair(idx, pos, freq_factors, c);
+  rotate_heads(q, p, n_head, head_dim);
+  rotate_heads(k, p, kv.n_head_kv, head_dim);
+  const KVTokenSlot s = slots[p.t];
   for (int32_t h = 0; h < kv.n_head_kv; ++h) {
-    float* r = k + (t * kv.n_head_kv + h) * head_dim;
-    const float x0 = r[a], x1 = r[b];
-    const float ya = x0 * cs - x1 * sn, yb = x0 * sn + x1 * cs;
-    r[a] = ya;
-    r[b] = yb;
-    store_bf16(kv, s, h, 0, a, ya);
-    store_bf16(kv, s, h, 0, b, yb);
-    const float* w = v + (t * kv.n_head_kv + h) * head_dim;
-    store_bf16(kv, s, h, 1, a, w[a]);
-    store_bf16(kv, s, h, 1, b, w[b]);
+    const float* r = k + (p.t * kv.n_head_kv + h) * head_dim;
+    const float* w = v + (p.t * kv.n_head_kv + h) * head_dim;
+    store_bf16(kv, s, h, 0, p.a, r[p.a]);
+    store_bf16(kv, s, h, 0, p.b, r[p.b]);
+    store_bf16(kv, s, h, 1, p.a, w[p.a]);
+    store_bf16(kv, s, h, 1, p.b, w[p.b]);
   }
 }
 

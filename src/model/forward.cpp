@@ -181,6 +181,13 @@ void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t*
   const ModelConfig& c = cfg_;
   const int32_t n = b.size();
   be_.get_rows(w_.token_embd, ids, n, c.embed_scale, x_);
+  // x += w . in: one fused matmul_add, or (Gemma's post-norms) matmul, norm of the block output, add.
+  auto residual = [&](const WeightView& w, const float* in, const float* post_norm) {
+    if (!c.post_norms) return be_.matmul_add(w, in, n, x_, o_);
+    be_.matmul(w, in, n, o_, nullptr);
+    be_.rms_norm(o_, post_norm, c.rms_eps, n, c.n_embd, o_);
+    be_.add(x_, o_, (int64_t)n * c.n_embd);
+  };
 
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = w_.layers[il];
@@ -196,23 +203,11 @@ void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t*
     be_.qk_rope_store(q_, k_, v_, n, c.n_head, L.q_norm, L.k_norm, c.rms_eps, pos, c.rope_for(il), kv, slots);
     const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
     be_.attention(kv, args, lseqs, ns, q_, attn_);
-    if (c.post_norms) {
-      be_.matmul(L.wo, attn_, n, o_, nullptr);
-      be_.rms_norm(o_, L.post_attn_norm, c.rms_eps, n, c.n_embd, o_);
-      be_.add(x_, o_, (int64_t)n * c.n_embd);
-    } else {
-      be_.matmul_add(L.wo, attn_, n, x_, o_);
-    }
+    residual(L.wo, attn_, L.post_attn_norm);
 
     // ---- feed-forward block ----
     be_.norm_gate_up(x_, L.ffn_norm, c.rms_eps, n, c.n_embd, L.w_gate, L.w_up, c.act, gate_, up_, xn_);
-    if (c.post_norms) {
-      be_.matmul(L.w_down, gate_, n, o_, nullptr);
-      be_.rms_norm(o_, L.post_ffw_norm, c.rms_eps, n, c.n_embd, o_);
-      be_.add(x_, o_, (int64_t)n * c.n_embd);
-    } else {
-      be_.matmul_add(L.w_down, gate_, n, x_, o_);
-    }
+    residual(L.w_down, gate_, L.post_ffw_norm);
   }
 
   // ---- LM head on the rows that want logits ----

@@ -84,7 +84,11 @@ struct Attn {
   static constexpr uint32_t slot_v() { return F == KVFormat::Q8 ? q8_slot_bytes(T) : v2_slot_bytes(T); }
   static constexpr uint32_t stage_bytes() { return NH * (slot_k() + slot_v()); }
   // Per warp: q and q~ [2][R][D], scores and weights [16][R] each, the stages.
-  static constexpr uint32_t warp_bytes() { return 2 * R * D * 4 + 2 * 16 * R * 4 + kStages * stage_bytes(); }
+  // Per warp also the ring of the in-flight blocks' table entries ([kStages][2 NH], 16-byte rounded).
+  static constexpr uint32_t ring_bytes() { return (kStages * 2 * NH * 4 + 15) & ~15u; }
+  static constexpr uint32_t warp_bytes() {
+    return 2 * R * D * 4 + 2 * 16 * R * 4 + kStages * stage_bytes() + ring_bytes();
+  }
   static constexpr uint32_t merge_bytes() { return kW * R * (D + 2) * 4; }
   static constexpr size_t smem_bytes() { return E8_N_PROTO * 4 + kW * (size_t)warp_bytes() + merge_bytes(); }
 
@@ -100,14 +104,24 @@ struct Attn {
     float acc[R][NH * CPL];
   };
 
-  __device__ static void issue(const Args& P, const AttnSeq& s, int32_t kvh, int32_t b, uint8_t* stage) {
+  // A block's table entries [is_v * NH + h], loaded an iteration before the block is issued (a
+  // dependent load in front of the copies otherwise stalls the warp on every block; see
+  // attention_tiles.cuh load_entries).
+  __device__ static void load_entries(const KVLayerView& kv, const AttnSeq& s, int32_t kvh, int32_t b, bool valid,
+                                      uint32_t (&e)[2 * NH]) {
+#pragma unroll
+    for (int t = 0; t < 2 * NH; ++t)
+      e[t] = valid ? __ldg(s.table + kv_entry_index(kv, kvh, t >= NH, t % NH, b)) : KV_ENTRY_EMPTY;
+  }
+
+  __device__ static void issue(const Args& P, const uint32_t (&ent)[2 * NH], uint8_t* stage) {
     const KVLayerView& kv = P.kv;
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int is_v = 0; is_v < 2; ++is_v)
 #pragma unroll
       for (int h = 0; h < NH; ++h) {
-        const uint32_t e = s.table[kv_entry_index(kv, kvh, is_v, h, b)];
+        const uint32_t e = ent[is_v * NH + h];
         if (!kv_entry_is_slot(e)) continue;
         const uint32_t bytes = is_v ? slot_v() : slot_k();
         const uint8_t* src = kv_entry_ptr(kv, e, is_v);
@@ -117,7 +131,7 @@ struct Attn {
   }
 
   // Scores of one block (this lane's partial sums s[nt][r], then reduced into sc[16][R]).
-  __device__ static void score_block(const Args& P, const AttnSeq& s, int32_t kvh, int32_t b, const uint8_t* stage,
+  __device__ static void score_block(const Args& P, const uint32_t* ents, const uint8_t* stage,
                                      const float* qs, const uint32_t* tab, const float (&qmu)[R][NH], float* sc,
                                      float (&cadd)[R]) {
     const KVLayerView& kv = P.kv;
@@ -129,7 +143,7 @@ struct Attn {
     for (int r = 0; r < R; ++r) cadd[r] = 0.f;
 #pragma unroll
     for (int h = 0; h < NH; ++h) {
-      const uint32_t e = s.table[kv_entry_index(kv, kvh, 0, h, b)];
+      const uint32_t e = ents[h];
       if (e == KV_ENTRY_EMPTY) continue;
       const bool slot = kv_entry_is_slot(e);
       if (kE8 && slot)
@@ -274,13 +288,13 @@ struct Attn {
   }
 
   // Values of one block into the lane's channels: acc[r][h*CPL + c] += w[t][r] * v[t][ch].
-  __device__ static void value_block(const Args& P, const AttnSeq& s, int32_t kvh, int32_t b, const uint8_t* stage,
+  __device__ static void value_block(const Args& P, const uint32_t* ents, const uint8_t* stage,
                                      const float* wt, State& S) {
     const KVLayerView& kv = P.kv;
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int h = 0; h < NH; ++h) {
-      const uint32_t e = s.table[kv_entry_index(kv, kvh, 1, h, b)];
+      const uint32_t e = ents[NH + h];
       if (e == KV_ENTRY_EMPTY) continue;
       const bool slot = kv_entry_is_slot(e);
       const uint8_t* sl = stage + NH * slot_k() + h * slot_v();
@@ -337,6 +351,7 @@ struct Attn {
     float* sc = qs + 2 * R * D;
     float* wt = sc + 16 * R;
     uint8_t* stages = reinterpret_cast<uint8_t*>(wt + 16 * R);
+    uint32_t* ents = reinterpret_cast<uint32_t*>(stages + kStages * stage_bytes());
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       S.m[r] = -INFINITY;
@@ -345,22 +360,37 @@ struct Attn {
       for (int c = 0; c < NH * CPL; ++c) S.acc[r][c] = 0.f;
     }
     const int32_t n = first < end ? (end - first + step - 1) / step : 0;
+    // Issues block i of this warp into stage i % kStages, keeping its entries for the decode.
+    auto issue_at = [&](int32_t i, const uint32_t (&e)[2 * NH]) {
+      const int slot = i % kStages;
+      if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < 2 * NH; ++t) ents[slot * 2 * NH + t] = e[t];
+      issue(P, e, stages + slot * stage_bytes());
+    };
+    uint32_t en[2 * NH];  // entries of the next block to issue
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
-      if (i < n) issue(P, s, kvh, first + i * step, stages + i * stage_bytes());
+      load_entries(P.kv, s, kvh, first + i * step, i < n, en);
+      if (i < n) issue_at(i, en);
       cp_async_commit();
     }
+    load_entries(P.kv, s, kvh, first + (kStages - 1) * step, kStages - 1 < n, en);
     const float scale = P.a.scale, cap = P.a.softcap;
     for (int32_t it = 0; it < n; ++it) {
       const int32_t nx = it + kStages - 1;
-      if (nx < n) issue(P, s, kvh, first + nx * step, stages + (nx % kStages) * stage_bytes());
+      if (nx < n) issue_at(nx, en);
       cp_async_commit();
+      load_entries(P.kv, s, kvh, first + (nx + 1) * step, nx + 1 < n, en);
+      if (lane < 2 && nx + 8 < n)  // the K and V table lines 8 blocks on, into L2
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(s.table + kv_entry_index(P.kv, kvh, lane, 0, first + (nx + 8) * step)));
       cp_async_wait<kStages - 1>();
       __syncwarp();
       const int32_t b = first + it * step;
       const uint8_t* stage = stages + (it % kStages) * stage_bytes();
       float cadd[R];
-      score_block(P, s, kvh, b, stage, qs, tab, qmu, sc, cadd);
+      const uint32_t* be = ents + (it % kStages) * 2 * NH;
+      score_block(P, be, stage, qs, tab, qmu, sc, cadd);
       __syncwarp();
       // Online softmax: lanes t and t + 16 both hold token t (mirrors).
       const int t = lane & 15, jpos = b * KV_BLOCK_TOKENS + t;
@@ -399,7 +429,7 @@ struct Attn {
 #pragma unroll
           for (int c = 0; c < NH * CPL; ++c) S.acc[r][c] *= corr[r];
       __syncwarp();
-      value_block(P, s, kvh, b, stage, wt, S);
+      value_block(P, be, stage, wt, S);
       __syncwarp();
     }
     cp_async_wait<0>();

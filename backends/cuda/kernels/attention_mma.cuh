@@ -177,6 +177,16 @@ __device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid
   }
 }
 
+// A warp's shared bytes: kS stages of K and V (BF16 tiles, or GAAC slot staging), for GAAC the
+// two decoded tiles, then the ring of the in-flight blocks' table entries.
+template <int kD, bool kGaac>
+__device__ __forceinline__ uint32_t* entry_ring(uint8_t* wbase, uint32_t kv_bytes) {
+  return reinterpret_cast<uint32_t*>(wbase + stages_for<kD>() * 2 * kv_bytes + (kGaac ? 2 * TileGeom<kD>::kTileBytes : 0));
+}
+__host__ __device__ constexpr uint32_t entry_ring_bytes(int kD) {
+  return ((kD > 128 ? 2 : kStages) * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15;  // keeps warps 16-aligned
+}
+
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
 // below b_end: leaves this lane's row state (parts not yet summed) in o, m, l.
 template <int kD, bool kGaac>
@@ -186,7 +196,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
                                          const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                          const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
                                          float& m, float& l) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>(), kT = TileGeom<kD>::kTiles;
   const KVLayerView& kv = P.kv;
   const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   const bool upper = lane >= 16;
@@ -225,33 +235,39 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;  // one stage's K (or V)
   uint8_t* dec = wbase + kS * 2 * kv_bytes;                                            // GAAC: decoded K, V
+  uint32_t* ents = entry_ring<kD, kGaac>(wbase, kv_bytes);  // [kS][kTiles] entries of the blocks in flight
   const GaacKVLayer* st = kGaac ? static_cast<const GaacKVLayer*>(kv.codec) : nullptr;
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
 
+  // Issues block `it` of this warp from its entries `e` into stage it % kS (entries kept for the decode).
+  auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {
+    const int slot = it % kS;
+    uint8_t* sk = wbase + (2 * slot) * kv_bytes;
+    if (lane == 0)
+#pragma unroll
+      for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
+    if constexpr (kGaac)
+      issue_gaac<kD>(kv, *st, e, sk, sk + kv_bytes, P.half_bytes, lane);
+    else
+      issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane);
+  };
+  uint32_t en[kT];  // entries of the next block to issue, loaded an iteration ahead
 #pragma unroll
   for (int p = 0; p < kS - 1; ++p) {
-    if (p < n_iter) {
-      uint8_t* sk = wbase + (2 * p) * kv_bytes;
-      if constexpr (kGaac)
-        issue_gaac<kD>(kv, *st, s.table, kvh, b_first + p * b_step, sk, sk + kv_bytes, P.half_bytes, lane);
-      else
-        issue_bf16<kD>(kv, s.table, kvh, b_first + p * b_step, reinterpret_cast<uint16_t*>(sk),
-                       reinterpret_cast<uint16_t*>(sk + kv_bytes), lane);
-    }
+    load_entries<kD>(kv, s.table, kvh, b_first + p * b_step, p < n_iter, en);
+    if (p < n_iter) issue(p, en);
     cp_async_commit();
   }
+  load_entries<kD>(kv, s.table, kvh, b_first + (kS - 1) * b_step, kS - 1 < n_iter, en);
   for (int32_t it = 0; it < n_iter; ++it) {
     {
       const int32_t nx = it + kS - 1;
-      if (nx < n_iter) {
-        uint8_t* sk = wbase + (2 * (nx % kS)) * kv_bytes;
-        if constexpr (kGaac)
-          issue_gaac<kD>(kv, *st, s.table, kvh, b_first + nx * b_step, sk, sk + kv_bytes, P.half_bytes, lane);
-        else
-          issue_bf16<kD>(kv, s.table, kvh, b_first + nx * b_step, reinterpret_cast<uint16_t*>(sk),
-                         reinterpret_cast<uint16_t*>(sk + kv_bytes), lane);
-      }
+      if (nx < n_iter) issue(nx, en);
       cp_async_commit();
+      load_entries<kD>(kv, s.table, kvh, b_first + (nx + 1) * b_step, nx + 1 < n_iter, en);
+      const int32_t pf = b_first + (nx + 8) * b_step;  // the table lines 8 blocks on, into L2
+      if (lane < kT && nx + 8 < n_iter)
+        prefetch_l2(s.table + kv_entry_index(kv, kvh, lane >= kT / 2, lane % (kT / 2), pf));
     }
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
     __syncwarp();             // ... and every lane's
@@ -263,14 +279,14 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       constexpr int kRK = TileGeom<kD>::kRoundsK;
       kt = reinterpret_cast<uint16_t*>(dec);
       vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
-      bool ok = decode_gaac_block<kD, 0, kRK>(kv, *st, s.table, kvh, b, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4,
-                                              kt, vt);
+      const uint32_t* be = ents + (it % kS) * kT;
+      bool ok = decode_gaac_block<kD, 0, kRK>(kv, *st, be, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
       __syncwarp();
       float sc[2][2][4];
       block_scores<kD>(kt, qa, sc);
       if constexpr (kRK < TileGeom<kD>::kRounds)
-        ok &= decode_gaac_block<kD, kRK, TileGeom<kD>::kRounds>(kv, *st, s.table, kvh, b, sk, sk + kv_bytes,
-                                                                P.half_bytes, GL, b3, b4, kt, vt);
+        ok &= decode_gaac_block<kD, kRK, TileGeom<kD>::kRounds>(kv, *st, be, sk, sk + kv_bytes, P.half_bytes, GL,
+                                                                b3, b4, kt, vt);
       if (!ok && lane == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
       __syncwarp();
       if (ok) {
@@ -475,7 +491,7 @@ inline size_t smem_bytes(int kD, bool gaac, int32_t n_half, uint32_t half_bytes,
                          uint32_t* warp_bytes) {
   const uint32_t tile = KV_BLOCK_TOKENS * (kD + 8) * 2, stages = kD > 128 ? 2 : kStages;
   const uint32_t kv_bytes = gaac ? n_half * half_bytes : tile;
-  *warp_bytes = stages * 2 * kv_bytes + (gaac ? 2 * tile : 0);
+  *warp_bytes = stages * 2 * kv_bytes + (gaac ? 2 * tile : 0) + entry_ring_bytes(kD);
   const size_t warps = (size_t)kWarps * *warp_bytes;
   const size_t merge_a = (size_t)kWarps * kRowsPerTile * (dv + 2) * sizeof(float);
   const size_t merge_b = ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);

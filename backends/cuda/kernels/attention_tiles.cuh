@@ -34,7 +34,23 @@ struct TileGeom {
   // Rounds that decode K alone (the first half when a round is one tile; for td <= 64 a round
   // decodes K and V together).
   static constexpr int kRoundsK = kRounds > 1 ? kRounds / 2 : 1;
+  static constexpr int kTiles = kD > KV_TILE_MAX_DIM ? 4 : 2;  // table entries of a block: K and V halves
 };
+
+// ---- block-table entries ---------------------------------------------------------------------
+// A tile's table entry is a dependent global load in front of its copy: loaded when the copy is
+// issued, it stalled the warp on every block (ncu: ~45% of the BF16 kernel's stall samples on the
+// address multiply after it). So the loop loads a block's entries one iteration before it issues
+// the block, and hints the table line eight blocks further on into L2; the entries of the blocks
+// in flight live in a per-warp shared ring that the decode reads (attention_mma.cuh run_rows).
+template <int kD>
+__device__ __forceinline__ void load_entries(const KVLayerView& kv, const uint32_t* __restrict__ table, int32_t kvh,
+                                             int32_t b, bool valid, uint32_t (&e)[TileGeom<kD>::kTiles]) {
+  constexpr int kNH = TileGeom<kD>::kTiles / 2;
+#pragma unroll
+  for (int t = 0; t < 2 * kNH; ++t)
+    e[t] = valid ? __ldg(table + kv_entry_index(kv, kvh, t >= kNH, t % kNH, b)) : KV_ENTRY_EMPTY;
+}
 
 // Escape bytes a tile can ever need (every group raw): caps what is staged of a large capacity.
 __host__ __device__ inline uint32_t gaac_stage_bytes(int32_t td, uint32_t capacity) {
@@ -53,12 +69,13 @@ __device__ __forceinline__ int chunk_dst(int c, int32_t td, int32_t col0) {
 
 // ---- BF16 cache: cp.async of one block's 2 * n_half pages into K and V rows -----------------
 template <int kD>
-__device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t* __restrict__ table, int32_t kvh,
-                                           int32_t b, uint16_t* kt, uint16_t* vt, int lane) {
+__device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
+                                           uint16_t* kt, uint16_t* vt, int lane) {
   const int32_t td = kv.tile_dim;
-  for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
+#pragma unroll
+  for (int32_t t = 0; t < TileGeom<kD>::kTiles; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
-    const uint32_t e = __ldg(table + kv_entry_index(kv, kvh, is_v, half, b));
+    const uint32_t e = ent[t];
     uint16_t* dst = is_v ? vt : kt;
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
     const uint32_t n = e == KV_ENTRY_EMPTY ? 0u : 16u;  // released page: zeros (never visible)
@@ -84,12 +101,13 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
 // Issue: the slot bytes of each of the block's tiles into staging[is_v] + half * half_bytes.
 template <int kD>
 __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLayer& st,
-                                           const uint32_t* __restrict__ table, int32_t kvh, int32_t b,
-                                           uint8_t* stage_k, uint8_t* stage_v, uint32_t half_bytes, int lane) {
+                                           const uint32_t (&ent)[TileGeom<kD>::kTiles], uint8_t* stage_k,
+                                           uint8_t* stage_v, uint32_t half_bytes, int lane) {
   const int32_t td = kv.tile_dim;
-  for (int32_t t = 0; t < 2 * kv.n_half; ++t) {
+#pragma unroll
+  for (int32_t t = 0; t < TileGeom<kD>::kTiles; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
-    const uint32_t e = __ldg(table + kv_entry_index(kv, kvh, is_v, half, b));
+    const uint32_t e = ent[t];
     if (e == KV_ENTRY_EMPTY) continue;
     const uint8_t* src = kv_entry_ptr(kv, e, is_v);
     if (!kv_entry_is_slot(e)) {  // raw page: warm L2 now, copied at decode time
@@ -150,13 +168,13 @@ __device__ __forceinline__ GaacLanes gaac_lanes_of(int32_t td, int32_t n_half, i
   return g;
 }
 
-// Decodes rounds kR0 .. kR1-1 of one block (2 * n_half tiles) from staging into K / V rows. Returns false (warp-uniform)
+// Decodes rounds kR0 .. kR1-1 of one block (2 * n_half tiles, whose table entries are ents[0 ..])
+// from staging into K / V rows. Returns false (warp-uniform)
 // when a slot fails validation (reserved tag, escapes beyond the capacity): the caller records it
 // and skips the block. Rows of every tile are written (zeros for an empty entry).
 template <int kD, int kR0, int kR1>
 __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacKVLayer& st,
-                                                  const uint32_t* __restrict__ table, int32_t kvh, int32_t b,
-                                                  const uint8_t* stage_k, const uint8_t* stage_v,
+                                                  const uint32_t* ents, const uint8_t* stage_k, const uint8_t* stage_v,
                                                   uint32_t half_bytes, const GaacLanes& L,
                                                   const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                                   const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
@@ -170,7 +188,7 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     const int ti = rd * L.nsub + L.sub;
     const bool active = ti < 2 * nh && L.li < L.nl;
     const int32_t is_v = ti >= nh, half = is_v ? ti - nh : ti;
-    const uint32_t e = active ? __ldg(table + kv_entry_index(kv, kvh, is_v, half, b)) : KV_ENTRY_EMPTY;
+    const uint32_t e = active ? ents[ti] : KV_ENTRY_EMPTY;
     const bool slot = active && kv_entry_is_slot(e);
     const uint8_t* stg = (is_v ? stage_v : stage_k) + half * half_bytes;
     const uint32_t tags = slot ? *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * L.li) : 0u;

@@ -13,6 +13,7 @@
 #include "codec/scalar/q8_tile.h"
 #include "common/error.h"
 #include "kv/lossy_codecs.h"
+#include "entry_stream.cuh"
 
 namespace gaacrt::cuda::lossy::detail {
 
@@ -103,16 +104,6 @@ struct Attn {
     float m[R], l[R];
     float acc[R][NH * CPL];
   };
-
-  // A block's table entries [is_v * NH + h], loaded an iteration before the block is issued (a
-  // dependent load in front of the copies otherwise stalls the warp on every block; see
-  // attention_tiles.cuh load_entries).
-  __device__ static void load_entries(const KVLayerView& kv, const AttnSeq& s, int32_t kvh, int32_t b, bool valid,
-                                      uint32_t (&e)[2 * NH]) {
-#pragma unroll
-    for (int t = 0; t < 2 * NH; ++t)
-      e[t] = valid ? __ldg(s.table + kv_entry_index(kv, kvh, t >= NH, t % NH, b)) : KV_ENTRY_EMPTY;
-  }
 
   __device__ static void issue(const Args& P, const uint32_t (&ent)[2 * NH], uint8_t* stage) {
     const KVLayerView& kv = P.kv;
@@ -368,22 +359,25 @@ struct Attn {
         for (int t = 0; t < 2 * NH; ++t) ents[slot * 2 * NH + t] = e[t];
       issue(P, e, stages + slot * stage_bytes());
     };
-    uint32_t en[2 * NH];  // entries of the next block to issue
+    EntryStream<2 * NH> es;  // the table entries of this warp's blocks (entry_stream.cuh)
+    es.start(P.kv, s.table, kvh, first, step, n);
+    uint32_t en[2 * NH];
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
-      load_entries(P.kv, s, kvh, first + i * step, i < n, en);
-      if (i < n) issue_at(i, en);
+      if (i < n) {
+        es.get(i, en);
+        issue_at(i, en);
+      }
       cp_async_commit();
     }
-    load_entries(P.kv, s, kvh, first + (kStages - 1) * step, kStages - 1 < n, en);
     const float scale = P.a.scale, cap = P.a.softcap;
     for (int32_t it = 0; it < n; ++it) {
       const int32_t nx = it + kStages - 1;
-      if (nx < n) issue_at(nx, en);
+      if (nx < n) {
+        es.get(nx, en);
+        issue_at(nx, en);
+      }
       cp_async_commit();
-      load_entries(P.kv, s, kvh, first + (nx + 1) * step, nx + 1 < n, en);
-      if (lane < 2 && nx + 8 < n)  // the K and V table lines 8 blocks on, into L2
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(s.table + kv_entry_index(P.kv, kvh, lane, 0, first + (nx + 8) * step)));
       cp_async_wait<kStages - 1>();
       __syncwarp();
       const int32_t b = first + it * step;

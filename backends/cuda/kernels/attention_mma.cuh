@@ -31,6 +31,7 @@
 #include "../cuda_backend.h"
 #include "../cuda_common.h"
 #include "attention_tiles.cuh"
+#include "entry_stream.cuh"
 
 namespace gaacrt::cuda::attn {
 
@@ -251,23 +252,25 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     else
       issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane);
   };
-  uint32_t en[kT];  // entries of the next block to issue, loaded an iteration ahead
+  EntryStream<kT> es;  // the table entries of this warp's blocks (entry_stream.cuh)
+  es.start(kv, s.table, kvh, b_first, b_step, n_iter);
+  uint32_t en[kT];
 #pragma unroll
   for (int p = 0; p < kS - 1; ++p) {
-    load_entries<kD>(kv, s.table, kvh, b_first + p * b_step, p < n_iter, en);
-    if (p < n_iter) issue(p, en);
+    if (p < n_iter) {
+      es.get(p, en);
+      issue(p, en);
+    }
     cp_async_commit();
   }
-  load_entries<kD>(kv, s.table, kvh, b_first + (kS - 1) * b_step, kS - 1 < n_iter, en);
   for (int32_t it = 0; it < n_iter; ++it) {
     {
       const int32_t nx = it + kS - 1;
-      if (nx < n_iter) issue(nx, en);
+      if (nx < n_iter) {
+        es.get(nx, en);
+        issue(nx, en);
+      }
       cp_async_commit();
-      load_entries<kD>(kv, s.table, kvh, b_first + (nx + 1) * b_step, nx + 1 < n_iter, en);
-      const int32_t pf = b_first + (nx + 8) * b_step;  // the table lines 8 blocks on, into L2
-      if (lane < kT && nx + 8 < n_iter)
-        prefetch_l2(s.table + kv_entry_index(kv, kvh, lane >= kT / 2, lane % (kT / 2), pf));
     }
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
     __syncwarp();             // ... and every lane's

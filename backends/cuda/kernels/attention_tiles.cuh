@@ -37,21 +37,6 @@ struct TileGeom {
   static constexpr int kTiles = kD > KV_TILE_MAX_DIM ? 4 : 2;  // table entries of a block: K and V halves
 };
 
-// ---- block-table entries ---------------------------------------------------------------------
-// A tile's table entry is a dependent global load in front of its copy: loaded when the copy is
-// issued, it stalled the warp on every block (ncu: ~45% of the BF16 kernel's stall samples on the
-// address multiply after it). So the loop loads a block's entries one iteration before it issues
-// the block, and hints the table line eight blocks further on into L2; the entries of the blocks
-// in flight live in a per-warp shared ring that the decode reads (attention_mma.cuh run_rows).
-template <int kD>
-__device__ __forceinline__ void load_entries(const KVLayerView& kv, const uint32_t* __restrict__ table, int32_t kvh,
-                                             int32_t b, bool valid, uint32_t (&e)[TileGeom<kD>::kTiles]) {
-  constexpr int kNH = TileGeom<kD>::kTiles / 2;
-#pragma unroll
-  for (int t = 0; t < 2 * kNH; ++t)
-    e[t] = valid ? __ldg(table + kv_entry_index(kv, kvh, t >= kNH, t % kNH, b)) : KV_ENTRY_EMPTY;
-}
-
 // Escape bytes a tile can ever need (every group raw): caps what is staged of a large capacity.
 __host__ __device__ inline uint32_t gaac_stage_bytes(int32_t td, uint32_t capacity) {
   const uint32_t esc = capacity < gaac_max_escape_bytes(td) ? capacity : gaac_max_escape_bytes(td);

@@ -1,0 +1,57 @@
+// entry_stream.cuh — the block-table entries of a warp's stream of blocks, fetched 32 blocks at a
+// time, one batch ahead (the attention kernels of attention_mma.cuh and attention_lossy.cuh).
+//
+// Why: a tile's entry is a load in front of the copy it addresses. Loaded when the copy is issued,
+// or even one block earlier, it stalled the warp on every block (ncu, BF16 kernel at 64K: ~45% of
+// the stall samples on the first use of the entry): the load queues behind the warp's cp.async
+// traffic already in flight, so it returns only after those blocks have landed. Here lane j holds
+// the entries of the warp's iteration 32 k + j for the current batch k and the next, the next
+// batch is requested when the current one starts (32 iterations before it is needed), and an
+// iteration's entries are read out with one shuffle each.
+#pragma once
+#include <cstdint>
+
+#include "kv/kv_view.h"
+
+namespace gaacrt::cuda {
+
+// kT tiles per block: entry of tile t (K halves, then V halves) of block b at row0[t * stride + b].
+template <int kT>
+struct EntryStream {
+  const uint32_t* row0;
+  int32_t stride, b_first, b_step, n_iter;
+  uint32_t cur[kT], nxt[kT];
+
+  __device__ __forceinline__ void load(int32_t batch, uint32_t (&dst)[kT]) const {
+    const int32_t i = 32 * batch + (int32_t)(threadIdx.x & 31);
+    const bool ok = i < n_iter;
+    const int32_t b = b_first + (ok ? i : 0) * b_step;
+#pragma unroll
+    for (int t = 0; t < kT; ++t) dst[t] = ok ? __ldg(row0 + (int64_t)t * stride + b) : KV_ENTRY_EMPTY;
+  }
+
+  // The stream of blocks b_first, b_first + b_step, ... (n_iter of them) of kv-head kvh.
+  __device__ __forceinline__ void start(const KVLayerView& kv, const uint32_t* table, int32_t kvh, int32_t first,
+                                        int32_t step, int32_t n) {
+    row0 = table + kv_entry_index(kv, kvh, 0, 0, 0);
+    stride = kv.max_blocks;
+    b_first = first;
+    b_step = step;
+    n_iter = n;
+    load(0, cur);
+    load(1, nxt);
+  }
+
+  // Entries of iteration it; calls must come in order it = 0, 1, 2, ... (warp-uniform).
+  __device__ __forceinline__ void get(int32_t it, uint32_t (&e)[kT]) {
+    if ((it & 31) == 0 && it > 0) {
+#pragma unroll
+      for (int t = 0; t < kT; ++t) cur[t] = nxt[t];
+      load((it >> 5) + 1, nxt);
+    }
+#pragma unroll
+    for (int t = 0; t < kT; ++t) e[t] = __shfl_sync(0xFFFFFFFFu, cur[t], it & 31);
+  }
+};
+
+}  // namespace gaacrt::cuda

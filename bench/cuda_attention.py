@@ -8,12 +8,17 @@ scaled_dot_product_attention, 32 query heads / 8 kv-heads, d = 128, one query, p
 the compressed bytes (84 / 272 / 112 B per token-head at d = 128; the 128..143-token BF16 raw
 window is counted at 512 B) and speed against our BF16 kernel on the same context.
 
-The cache comes from a real forward pass: a one-layer seeded synthetic model of that attention
-shape (tests/fixtures/tiny_models.py) prefills `--prefill` tokens on the GPU (GAAC calibrates
-online on them), then the cache is grown to each context by repeating its complete blocks (raw
-pages and compressed slots alike: Context._extend_for_bench). Random weights do NOT give real
-models' exponent statistics, so the GAAC mode shares printed beside each timing are those of this
-synthetic KV; timings with recorded SmolLM2/Gemma-3 KV are still to be taken (see the report).
+The cache of a one-layer seeded synthetic model of that attention shape (tests/fixtures/tiny_models.py)
+is filled from one of `--kv` sources, then grown to each context by repeating its complete blocks
+(raw pages and compressed slots alike: Context._extend_for_bench):
+  * synthetic: the model's own prefill of `--prefill` random tokens (random weights do NOT give real
+    models' exponent statistics);
+  * smollm2, gemma3: 2,048 tokens of KV recorded from the real models on GPL-3 and regrouped into
+    8 heads of 128 (bench/record_kv.py writes bench/kv_rec/; Context._import_kv_for_bench stores it
+    as a prefill would, so GAAC calibrates and compresses it on the GPU).
+GAAC's 3-bit/4-bit/raw group shares of each source (from the CPU encoder, which writes the same
+bytes) are printed above its table. `--batch 1,4`: one decode query in each of 1 or 4 sequences of
+the same context, in one attention call.
 Our times: Context._time_attention (median of host-timed synchronous launches, launch overhead
 included), and "b2b": the mean of `--reps` launches queued back to back with one wait at the end
 (launch latency hidden, as torch's figure). torch: CUDA events around 50 back-to-back calls.
@@ -59,13 +64,18 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--lossy", default="e8,q8,kivi2", help="lossy caches to time ('' for none)")
     ap.add_argument("--only-lossy", action="store_true", help="skip the BF16/GAAC/torch table")
+    ap.add_argument("--kv", default="synthetic,smollm2,gemma3",
+                    help="KV sources: the random model's own (synthetic) and recorded ones (bench/record_kv.py)")
+    ap.add_argument("--batch", default="1,4", help="sequences per attention call")
+    ap.add_argument("--backend", default="cuda", help="cpu only to try the script itself (no torch column)")
     args = ap.parse_args()
     ctxs = [int(x) for x in args.ctx.split(",")]
     path = write_tiny_model(Path(tempfile.mkdtemp()) / "attn.gguf", "llama", seed=1, weight_type="q8_0", n_layers=1,
                             n_embd=1024, n_head=N_HEAD, n_head_kv=N_KV, head_dim=D, n_ff=512)
-    m = gaacrt.Model(str(path), backend="cuda")
+    m = gaacrt.Model(str(path), backend=args.backend)
     toks = [int(t) for t in np.random.default_rng(0).integers(3, m.n_vocab, args.prefill)]
-    print(f"device: {gaacrt.cuda_devices()[0]['name']}; layer: {N_HEAD} q-heads / {N_KV} kv-heads, d = {D}, batch 1")
+    dev = gaacrt.cuda_devices()[0]["name"] if args.backend == "cuda" else args.backend
+    print(f"device: {dev}; layer: {N_HEAD} q-heads / {N_KV} kv-heads, d = {D}, batch 1")
     if not args.only_lossy:
         main_table(m, toks, ctxs, args)
     if args.lossy:
@@ -98,36 +108,74 @@ def lossy_table(m, toks, ctxs, args) -> None:
                   f"{st['k']['tiles_encoded']} |", flush=True)
 
 
+KV_REC = Path(__file__).resolve().parent / "kv_rec"  # bench/record_kv.py writes it
+
+
+def kv_source(name: str, toks):
+    """A function filling a session's cache: the random model's own prefill ("synthetic") or
+    recorded real KV (bench/record_kv.py) imported as a prefill would store it."""
+    if name == "synthetic":
+        return lambda c, s: s.eval(toks)
+    f = KV_REC / f"{name}.npz"
+    if not f.exists():
+        return None
+    rec = np.load(f)
+    k, v = np.ascontiguousarray(rec["k"]), np.ascontiguousarray(rec["v"])
+    return lambda c, s: c._import_kv_for_bench(s, k, v)
+
+
+def filled(m, fill, ctx, cache, n_seq):
+    # n_ctx at least 8K: the recorded 2,048 tokens are imported as one prefill chunk, and a GAAC
+    # arena sized for barely that many tokens has no free slots left while the chunk's raw pages
+    # are still held, so most tiles would stay raw (seen with n_ctx 2,112: 96% raw tiles).
+    c = _core.Context(m._m, n_ctx=max(ctx + 64, 8192), n_seq_max=n_seq, cache=cache)
+    ss = [_core.Session(c) for _ in range(n_seq)]
+    for s in ss:
+        fill(c, s)
+        c._extend_for_bench(s, ctx)
+    return c, ss
+
+
+def shares(cpu_m, fill) -> str:
+    """GAAC's 3-bit / 4-bit / raw group shares and raw-tile share of this KV, K then V, from the CPU
+    backend's encoder (the GPU's writes the same bytes; its kv_stats does not count modes)."""
+    c, _ = filled(cpu_m, fill, 2048, "gaac", 1)
+    st = c.kv_stats()
+    return " / ".join(f"{n} {100 * x['share_3bit']:.1f}/{100 * x['share_4bit']:.1f}/{100 * x['share_raw_groups']:.2f}% "
+                      f"raw tiles {100 * x['raw_tile_share']:.1f}% ratio {x['codec_ratio']:.3f}"
+                      for n, x in (("K", st["k"]), ("V", st["v"])))
+
+
 def main_table(m, toks, ctxs, args) -> None:
-    print("| ctx | BF16 us | BF16 TB/s | GAAC us | GAAC TB/s (compressed bytes) | GAAC/BF16 speed | torch SDPA us "
-          "(B=1) | torch B=4 us | BF16 b2b us | BF16 b2b TB/s | GAAC b2b us | GAAC/BF16 b2b | "
-          "GAAC K shares 3b/4b/raw, raw tiles | V shares |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for ctx in ctxs:
-        res = {}
-        for cache in ("bf16", "gaac"):
-            c = _core.Context(m._m, n_ctx=ctx + 64, cache=cache)
-            s = _core.Session(c)
-            s.eval(toks)
-            c._extend_for_bench(s, ctx)
-            t = float(np.median([c._time_attention(s, 0, args.reps) for _ in range(3)]))
-            tb = float(np.median([c._time_attention(s, 0, 4 * args.reps, True) for _ in range(3)]))
-            res[cache] = (t, c.kv_stats(), tb)
-        bf_t, st, bf_b = res["bf16"]
-        ga_t, gs, ga_b = res["gaac"]
-        kv_bytes = ctx * N_KV * D * 2 * 2
-        ratio = gs["resident_ratio"]
-        def sh(x):
-            # Mode shares are accounted from the slot bytes on host-memory backends only; on the GPU
-            # kv_stats leaves them 0, so say so rather than print zeros (codec ratio is known).
-            if x["share_3bit"] + x["share_4bit"] + x["share_raw_groups"] == 0:
-                return f"shares n/a on GPU; codec ratio {x['codec_ratio']:.3f}, raw tiles {100 * x['raw_tile_share']:.1f}%"
-            return (f"{100 * x['share_3bit']:.1f}/{100 * x['share_4bit']:.1f}/{100 * x['share_raw_groups']:.2f}%, "
-                    f"{100 * x['raw_tile_share']:.1f}%")
-        print(f"| {ctx} | {bf_t * 1e6:.1f} | {kv_bytes / bf_t / 1e12:.2f} | {ga_t * 1e6:.1f} | "
-              f"{kv_bytes / ratio / ga_t / 1e12:.2f} | {bf_t / ga_t:.2f} | {torch_sdpa_us(ctx, 1):.1f} | "
-              f"{torch_sdpa_us(ctx, 4):.1f} | {bf_b * 1e6:.1f} | {kv_bytes / bf_b / 1e12:.2f} | {ga_b * 1e6:.1f} | "
-              f"{bf_b / ga_b:.2f} | {sh(gs['k'])} | {sh(gs['v'])} |", flush=True)
+    cpu_m = gaacrt.Model(m.path, backend="cpu")
+    batches = [int(b) for b in args.batch.split(",")]
+    for src in args.kv.split(","):
+        fill = kv_source(src, toks)
+        if fill is None:
+            print(f"\n(no recorded KV for {src}: run bench/record_kv.py first)")
+            continue
+        print(f"\nKV: {src}; GAAC modes (K / V: 3-bit/4-bit/raw groups): {shares(cpu_m, fill)}\n")
+        print("| ctx | batch | BF16 us | BF16 TB/s | GAAC us | GAAC TB/s (compressed) | GAAC/BF16 | torch SDPA us | "
+              "BF16 b2b us | BF16 b2b TB/s | GAAC b2b us | GAAC/BF16 b2b | GAAC/torch b2b |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for ctx in ctxs:
+            for nb in batches:
+                res = {}
+                for cache in ("bf16", "gaac"):
+                    c, ss = filled(m, fill, ctx, cache, nb)
+                    t = float(np.median([c._time_attention_batch(ss, 0, args.reps) for _ in range(3)]))
+                    tb = float(np.median([c._time_attention_batch(ss, 0, 4 * args.reps, True) for _ in range(3)]))
+                    res[cache] = (t, c.kv_stats(), tb)
+                    del c, ss
+                bf_t, _, bf_b = res["bf16"]
+                ga_t, gs, ga_b = res["gaac"]
+                kv_bytes = nb * ctx * N_KV * D * 2 * 2
+                ratio = gs["resident_ratio"]
+                tt = torch_sdpa_us(ctx, nb) if args.backend == "cuda" else float("nan")
+                print(f"| {ctx} | {nb} | {bf_t * 1e6:.1f} | {kv_bytes / bf_t / 1e12:.2f} | {ga_t * 1e6:.1f} | "
+                      f"{kv_bytes / ratio / ga_t / 1e12:.2f} | {bf_t / ga_t:.2f} | {tt:.1f} | {bf_b * 1e6:.1f} | "
+                      f"{kv_bytes / bf_b / 1e12:.2f} | {ga_b * 1e6:.1f} | {bf_b / ga_b:.2f} | {tt / (ga_b * 1e6):.2f} |",
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -169,12 +169,51 @@ void bind_model(nb::module_& m) {
              nb::gil_scoped_release nogil;
              c.cache().extend_by_repeating_for_bench(s.seq(), n);
            }, "benchmark hook: grow the session's cache to n tokens by repeating its complete blocks")
+      .def("_export_kv", [](Context& c, const Session& s, int layer) {
+             const ModelConfig& cfg = c.model().config();
+             if (layer < 0 || layer >= cfg.n_layer)
+               throw Error("python", "invalid_argument", strfmt("_export_kv: layer %d of %d", layer, cfg.n_layer));
+             auto* k = new std::vector<uint16_t>(), *v = new std::vector<uint16_t>();
+             int32_t n;
+             {
+               nb::gil_scoped_release nogil;
+               n = c.cache().export_layer(s.seq(), layer, *k, *v);
+             }
+             const size_t shape[3] = {(size_t)n, (size_t)cfg.n_head_kv, (size_t)cfg.head_dim_k};
+             auto own = [](std::vector<uint16_t>* p) {
+               return nb::capsule(p, [](void* q) noexcept { delete static_cast<std::vector<uint16_t>*>(q); });
+             };
+             return nb::make_tuple(nb::ndarray<nb::numpy, uint16_t>(k->data(), 3, shape, own(k)),
+                                   nb::ndarray<nb::numpy, uint16_t>(v->data(), 3, shape, own(v)));
+           }, nb::arg("session"), nb::arg("layer"),
+           "benchmark hook: one layer's K and V as BF16 bits [n][n_head_kv][head_dim] (keys after RoPE; a bf16 cache)")
+      .def("_import_kv_for_bench", [](Context& c, const Session& s,
+                                      nb::ndarray<const uint16_t, nb::ndim<3>, nb::c_contig, nb::device::cpu> k,
+                                      nb::ndarray<const uint16_t, nb::ndim<3>, nb::c_contig, nb::device::cpu> v) {
+             const ModelConfig& cfg = c.model().config();
+             if (k.shape(0) != v.shape(0) || k.shape(1) != (size_t)cfg.n_head_kv || v.shape(1) != (size_t)cfg.n_head_kv ||
+                 k.shape(2) != (size_t)cfg.head_dim_k || v.shape(2) != (size_t)cfg.head_dim_v)
+               throw Error("python", "invalid_argument",
+                           strfmt("_import_kv_for_bench: k and v must be uint16 [n][%d][%d]", cfg.n_head_kv, cfg.head_dim_k));
+             nb::gil_scoped_release nogil;
+             c.cache().import_for_bench(s.seq(), k.data(), v.data(), (int32_t)k.shape(0));
+           }, nb::arg("session"), nb::arg("k"), nb::arg("v"),
+           "benchmark hook: append recorded KV (BF16 bits [n][n_head_kv][head_dim], keys after RoPE) to the "
+           "session's cache in every layer, then commit (calibration and compression as after a prefill)")
       .def("_time_attention", [](Context& c, const Session& s, int layer, int reps, bool back_to_back) {
              nb::gil_scoped_release nogil;
              return time_attention(c, s.seq(), layer, reps, back_to_back);
            }, nb::arg("session"), nb::arg("layer"), nb::arg("reps"), nb::arg("back_to_back") = false,
            "benchmark hook: seconds of the attention op for one decode query over the cache (median of "
            "synchronous calls, or the mean of back_to_back queued calls)")
+      .def("_time_attention_batch", [](Context& c, const std::vector<const Session*>& ss, int layer, int reps,
+                                       bool back_to_back) {
+             std::vector<int> seqs;
+             for (const Session* s : ss) seqs.push_back(s->seq());
+             nb::gil_scoped_release nogil;
+             return time_attention(c, seqs, layer, reps, back_to_back);
+           }, nb::arg("sessions"), nb::arg("layer"), nb::arg("reps"), nb::arg("back_to_back") = false,
+           "benchmark hook: as _time_attention, one decode query in each session, one batched call")
       .def("_graph_stats", [](const Context& c) {
              nb::dict d;
              d["replays"] = c.forward().graph_replays();

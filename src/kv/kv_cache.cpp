@@ -394,6 +394,34 @@ void KVCache::extend_by_repeating_for_bench(int seq, int32_t n) {
   sync_table(seq);
 }
 
+void KVCache::import_for_bench(int seq, const uint16_t* k, const uint16_t* v, int32_t n) {
+  if (cfg_.head_dim_k != cfg_.head_dim_v)
+    throw Error("kv", "invalid_argument", "import_for_bench: K and V head dims differ");
+  reserve(seq, n);
+  Sequence& s = *seqs_.at(seq);
+  const int32_t d = cfg_.head_dim_k, H = cfg_.n_head_kv, p0 = s.len;
+  std::vector<uint16_t> page(page_bytes_ / 2);
+  for (int il = 0; il < cfg_.n_layer; ++il) {
+    const uint32_t* t = s.table.data() + il * table_entries_per_layer();
+    for (int h = 0; h < H; ++h)
+      for (int is_v = 0; is_v < 2; ++is_v)
+        for (int half = 0; half < n_half_; ++half)
+          for (int32_t b = p0 / KV_BLOCK_TOKENS; b < ceil_div(p0 + n, KV_BLOCK_TOKENS); ++b) {
+            uint8_t* dst = arena_mem_ + (uint64_t)t[entry_index(h, is_v, half, b)] * page_bytes_;
+            be_.download(page.data(), dst, page_bytes_);  // a partial first block keeps its rows
+            for (int32_t r = 0; r < KV_BLOCK_TOKENS; ++r) {
+              const int32_t tok = b * KV_BLOCK_TOKENS + r - p0;
+              if (tok < 0 || tok >= n) continue;
+              const uint16_t* src = (is_v ? v : k) + ((size_t)tok * H + h) * d + half * tile_dim_;
+              std::memcpy(page.data() + r * tile_dim_, src, tile_dim_ * 2);
+            }
+            be_.upload(dst, page.data(), page_bytes_);
+          }
+  }
+  be_.synchronize();
+  commit(seq, n);
+}
+
 void KVCache::sync_table(int seq) {
   Sequence& s = *seqs_[seq];
   s.dirty = false;

@@ -92,6 +92,12 @@ class KVCache {
   // complete block; throws arena_full like reserve().
   void extend_by_repeating_for_bench(int seq, int32_t n);
 
+  // Benchmark hook: appends n tokens of given KV (BF16 bits [n][n_head_kv][head_dim], keys after
+  // RoPE) to the sequence in every layer, as a prefill would store them, then commits (so a format
+  // calibrates and compresses them like any other). Lets a benchmark time attention over KV
+  // recorded from a real model on a synthetic model of another shape.
+  void import_for_bench(int seq, const uint16_t* k, const uint16_t* v, int32_t n);
+
   KVLayerView layer_view(int il) const;
   const uint32_t* table(int seq, int il) const;  // backend-visible block table of one layer
   KVStats stats() const;

@@ -32,6 +32,7 @@ using namespace detail;
 // E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head). R is
 // read once per thread block, coalesced, 16 columns at a time through shared memory.
 __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
+  pdl_begin();
   constexpr int kCols = 16, kMaxD = 256;
   __shared__ float rs[kMaxD][kCols + 1];
   __shared__ float qs[kSplitRows][kMaxD];
@@ -83,6 +84,7 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
 // Decode-sized sequences: merges the n_split partials of one row per thread block (grid z =
 // row): warp 0 turns the splits' maxima into weights, then every channel sums its column.
 __global__ void __launch_bounds__(kThreads) reduce_kernel(Args P) {
+  pdl_begin();
   __shared__ float f[kMaxSplit];
   __shared__ float sL;
   const KVLayerView& kv = P.kv;
@@ -177,14 +179,14 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   float* part = q_rot + units * kSplitRows * kv.head_dim_k;
   Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0};
   const int32_t G = a.n_head / kv.n_head_kv;
-  if (kv.format == KVFormat::E8) rotate_kernel<<<dim3(kv.n_head_kv, n_seqs), kThreads, 0, stream>>>(P);
+  if (kv.format == KVFormat::E8) launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs), kThreads, 0, stream, P);
   const dim3 grid(n_split, kv.n_head_kv, n_seqs);
   switch (kv.format) {
     case KVFormat::E8: launch_e8(kv, G, P, grid, max_smem, stream); break;
     case KVFormat::Q8: launch_q8(kv, G, P, grid, max_smem, stream); break;
     default: launch_kivi2(kv, G, P, grid, max_smem, stream); break;
   }
-  reduce_kernel<<<dim3(kv.n_head_kv, n_seqs, kSplitRows), kThreads, 0, stream>>>(P);
+  launch_kernel(reduce_kernel, dim3(kv.n_head_kv, n_seqs, kSplitRows), kThreads, 0, stream, P);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

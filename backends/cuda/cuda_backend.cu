@@ -7,6 +7,18 @@
 
 namespace gaacrt::cuda {
 
+bool pdl_enabled(int device) {
+  static signed char cached[64];  // 0 unknown, 1 on, -1 off
+  if (device < 0 || device >= 64) return false;
+  if (!cached[device]) {
+    const char* env = std::getenv("GAACRT_CUDA_PDL");
+    int major = 0;
+    GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cached[device] = major >= 9 && !(env && env[0] == '0') ? 1 : -1;
+  }
+  return cached[device] > 0;
+}
+
 CudaBackend::CudaBackend(int device) : device_(device) {
   int n = 0;
   GAACRT_CUDA_CHECK(cudaGetDeviceCount(&n));

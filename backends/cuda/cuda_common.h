@@ -2,6 +2,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "common/error.h"
 
 namespace gaacrt::cuda {
@@ -23,7 +25,43 @@ inline unsigned grid_for_items(int64_t n, int threads) {
   return static_cast<unsigned>(g < 1 ? 1 : (g > 65536 ? 65536 : g));
 }
 
+// ---- programmatic dependent launch (PDL, sm_90+) ----------------------------------------------
+// A decode step is ~250 small dependent kernels; between two of them the GPU normally drains
+// the first grid before it launches the second. With PDL every kernel is launched with
+// programmatic stream serialization and starts with pdl_begin(): it waits (griddepcontrol.wait)
+// until the previous grid has completed and its writes are visible — so no kernel reads or writes
+// anything earlier than before — and then lets the next grid launch (launch_dependents), so the
+// next kernel's launch and scheduling overlap this one's run instead of following it. Older GPUs
+// ignore both (the instructions are compiled for sm_90+ only). GAACRT_CUDA_PDL=0 turns it off.
+bool pdl_enabled(int device);  // cuda_backend.cu: compute capability >= 9 and not disabled
+
 #ifdef __CUDACC__
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with PDL where enabled.
+template <typename... KArgs, typename... Args>
+inline void launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          Args&&... args) {
+  int device = 0;
+  GAACRT_CUDA_CHECK(cudaGetDevice(&device));
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled(device) ? 1 : 0;
+  GAACRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
 __device__ __forceinline__ float warp_sum_f32(float v) {
   for (int o = kWarpSize / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

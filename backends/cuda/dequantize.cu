@@ -13,6 +13,7 @@ namespace {
 template <typename Block, int QK>
 __global__ void dequantize_blocks_kernel(const uint8_t* __restrict__ src, float* __restrict__ dst,
                                          int64_t n_rows, int64_t blocks_per_row, size_t row_stride) {
+  pdl_begin();
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_rows * blocks_per_row) return;
   const int64_t r = i / blocks_per_row, b = i % blocks_per_row;
@@ -27,6 +28,7 @@ __global__ void dequantize_blocks_kernel(const uint8_t* __restrict__ src, float*
 template <int kType>
 __global__ void dequantize_float_kernel(const uint8_t* __restrict__ src, float* __restrict__ dst,
                                         int64_t n_rows, int64_t n_cols, size_t row_stride) {
+  pdl_begin();
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_rows * n_cols) return;
   const int64_t r = i / n_cols, c = i % n_cols;
@@ -50,17 +52,17 @@ void CudaBackend::dequantize(const WeightView& w, float* dst) {
   const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     const int64_t bpr = w.n_cols / BT::qk;
-    dequantize_blocks_kernel<typename BT::block, BT::qk>
-        <<<grid_for(w.n_rows * bpr, kThreads), kThreads, 0, stream_>>>(src, dst, w.n_rows, bpr, w.row_stride);
+    launch_kernel(dequantize_blocks_kernel<typename BT::block, BT::qk>, grid_for(w.n_rows * bpr, kThreads), kThreads, 0, stream_,
+                  src, dst, w.n_rows, bpr, w.row_stride);
   });
   if (!quantized) {
     const int64_t n = w.n_rows * w.n_cols;
     if (w.type == GGMLType::F32)
-      dequantize_float_kernel<0><<<grid_for(n, kThreads), kThreads, 0, stream_>>>(src, dst, w.n_rows, w.n_cols, w.row_stride);
+      launch_kernel(dequantize_float_kernel<0>, grid_for(n, kThreads), kThreads, 0, stream_, src, dst, w.n_rows, w.n_cols, w.row_stride);
     else if (w.type == GGMLType::F16)
-      dequantize_float_kernel<1><<<grid_for(n, kThreads), kThreads, 0, stream_>>>(src, dst, w.n_rows, w.n_cols, w.row_stride);
+      launch_kernel(dequantize_float_kernel<1>, grid_for(n, kThreads), kThreads, 0, stream_, src, dst, w.n_rows, w.n_cols, w.row_stride);
     else
-      dequantize_float_kernel<2><<<grid_for(n, kThreads), kThreads, 0, stream_>>>(src, dst, w.n_rows, w.n_cols, w.row_stride);
+      launch_kernel(dequantize_float_kernel<2>, grid_for(n, kThreads), kThreads, 0, stream_, src, dst, w.n_rows, w.n_cols, w.row_stride);
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

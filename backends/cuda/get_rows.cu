@@ -16,6 +16,7 @@ constexpr int kThreads = 128;
 template <typename Block, int QK>
 __global__ void get_rows_blocks_kernel(const uint8_t* __restrict__ emb, size_t row_stride, int64_t n_cols,
                                        const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
+  pdl_begin();
   const Block* blocks = reinterpret_cast<const Block*>(emb + (size_t)ids[blockIdx.x] * row_stride);
   float* row = out + (int64_t)blockIdx.x * n_cols;
   for (int64_t b = threadIdx.x; b < n_cols / QK; b += blockDim.x) {
@@ -28,6 +29,7 @@ __global__ void get_rows_blocks_kernel(const uint8_t* __restrict__ emb, size_t r
 template <int kType>
 __global__ void get_rows_float_kernel(const uint8_t* __restrict__ emb, size_t row_stride, int64_t n_cols,
                                       const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
+  pdl_begin();
   const uint8_t* src = emb + (size_t)ids[blockIdx.x] * row_stride;
   float* row = out + (int64_t)blockIdx.x * n_cols;
   for (int64_t c = threadIdx.x; c < n_cols; c += blockDim.x) {
@@ -51,16 +53,16 @@ void CudaBackend::get_rows(const WeightView& emb, const int32_t* ids, int64_t n,
   const unsigned grid = (unsigned)n;
   const bool quantized = dispatch_block_type(emb.type, [&](auto bt) {
     using BT = decltype(bt);
-    get_rows_blocks_kernel<typename BT::block, BT::qk>
-        <<<grid, kThreads, 0, stream_>>>(src, emb.row_stride, emb.n_cols, ids, scale, out);
+    launch_kernel(get_rows_blocks_kernel<typename BT::block, BT::qk>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids,
+                  scale, out);
   });
   if (!quantized) {
     if (emb.type == GGMLType::F32)
-      get_rows_float_kernel<0><<<grid, kThreads, 0, stream_>>>(src, emb.row_stride, emb.n_cols, ids, scale, out);
+      launch_kernel(get_rows_float_kernel<0>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids, scale, out);
     else if (emb.type == GGMLType::F16)
-      get_rows_float_kernel<1><<<grid, kThreads, 0, stream_>>>(src, emb.row_stride, emb.n_cols, ids, scale, out);
+      launch_kernel(get_rows_float_kernel<1>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids, scale, out);
     else
-      get_rows_float_kernel<2><<<grid, kThreads, 0, stream_>>>(src, emb.row_stride, emb.n_cols, ids, scale, out);
+      launch_kernel(get_rows_float_kernel<2>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids, scale, out);
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

@@ -148,6 +148,7 @@ __device__ void encode_kivi2_channel(const uint16_t* raw, int32_t T, int32_t c, 
 
 // One thread block per job.
 __global__ void __launch_bounds__(kThreads) finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs, int64_t n_jobs) {
+  pdl_begin();
   const int64_t i = blockIdx.x;
   KVFinalizeJob& j = jobs[i];
   const int32_t T = kv.tile_dim, tid = threadIdx.x;
@@ -198,7 +199,7 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
   if (kv.format == KVFormat::E8 && !kv.codec)
     throw Error("backend", "invalid_argument", "cuda kv_finalize: E8 cache without its layer state");
   if (n_jobs > 0x7fffffff) throw Error("backend", "invalid_argument", "cuda kv_finalize: too many jobs");
-  finalize_kernel<<<(unsigned)n_jobs, kThreads, 0, stream>>>(kv, jobs, n_jobs);
+  launch_kernel(finalize_kernel, (unsigned)n_jobs, kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -20,6 +20,7 @@ constexpr int kThreads = 256;
 // One thread per (token, kv-head, K|V, channel).
 __global__ void kv_store_kernel(KVLayerView kv, const KVTokenSlot* __restrict__ slots, int64_t n_tok,
                                 const float* __restrict__ k, const float* __restrict__ v) {
+  pdl_begin();
   const int32_t dk = kv.head_dim_k, dv = kv.head_dim_v;
   const int64_t per_tok = (int64_t)kv.n_head_kv * (dk + dv);
   const int64_t total = n_tok * per_tok;
@@ -41,6 +42,7 @@ __global__ void kv_store_kernel(KVLayerView kv, const KVTokenSlot* __restrict__ 
 
 // One thread per job: the reference encoder, as the CPU runs it.
 __global__ void gaac_finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs, int64_t n_jobs) {
+  pdl_begin();
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_jobs) return;
   const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
@@ -55,6 +57,7 @@ __global__ void gaac_finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs, int64_
 }
 
 __global__ void finalize_none_kernel(KVFinalizeJob* jobs, int64_t n_jobs) {
+  pdl_begin();
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n_jobs) jobs[i].fits = 0;
 }
@@ -73,7 +76,7 @@ void CudaBackend::kv_store(const KVLayerView& kv, const KVTokenSlot* slots, int6
                 strfmt("cuda kv_store: cache format %d is not implemented on CUDA (bf16, gaac, e8, q8, kivi2 are)",
                        (int)kv.format));
   const int64_t n = n_tok * kv.n_head_kv * (kv.head_dim_k + kv.head_dim_v);
-  kv_store_kernel<<<grid_for_items(n, kThreads), kThreads, 0, stream_>>>(kv, slots, n_tok, k, v);
+  launch_kernel(kv_store_kernel, grid_for_items(n, kThreads), kThreads, 0, stream_, kv, slots, n_tok, k, v);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -81,11 +84,11 @@ void CudaBackend::kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_
   if (n_jobs <= 0) return;
   const unsigned grid = (unsigned)((n_jobs + 63) / 64);
   if (kv.format == KVFormat::BF16) {
-    finalize_none_kernel<<<grid, 64, 0, stream_>>>(jobs, n_jobs);  // no compressed class
+    launch_kernel(finalize_none_kernel, grid, 64, 0, stream_, jobs, n_jobs);  // no compressed class
   } else if (kv.format == KVFormat::GAAC) {
     if (!gaac_tile_dim_ok(kv.tile_dim))
       throw Error("backend", "invalid_argument", strfmt("cuda kv_finalize: GAAC tile dim %d", kv.tile_dim));
-    gaac_finalize_kernel<<<grid, 64, 0, stream_>>>(kv, jobs, n_jobs);
+    launch_kernel(gaac_finalize_kernel, grid, 64, 0, stream_, kv, jobs, n_jobs);
   } else if (lossy::is_lossy(kv.format)) {
     lossy::kv_finalize(kv, jobs, n_jobs, stream_);  // kv_finalize_lossy.cu
   } else {

@@ -27,6 +27,7 @@ template <typename Block, int QK>
 __global__ void matmul_blocks_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows,
                                      int64_t n_cols, const float* __restrict__ x, float* __restrict__ y,
                                      const float* __restrict__ bias) {
+  pdl_begin();
   const int64_t row = (int64_t)blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int64_t tok = blockIdx.y;
   const int lane = threadIdx.x % kWarp;
@@ -47,6 +48,7 @@ template <int kType>
 __global__ void matmul_float_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows,
                                     int64_t n_cols, const float* __restrict__ x, float* __restrict__ y,
                                     const float* __restrict__ bias) {
+  pdl_begin();
   const int64_t row = (int64_t)blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int64_t tok = blockIdx.y;
   const int lane = threadIdx.x % kWarp;
@@ -86,12 +88,12 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
   const auto* wp = static_cast<const uint8_t*>(w.data);
   const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    matmul_blocks_kernel<typename BT::block, BT::qk><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    launch_kernel(matmul_blocks_kernel<typename BT::block, BT::qk>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
   });
   if (!quantized) {
-    if (w.type == GGMLType::F32) matmul_float_kernel<0><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
-    else if (w.type == GGMLType::F16) matmul_float_kernel<1><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
-    else matmul_float_kernel<2><<<grid, block, 0, stream_>>>(wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    if (w.type == GGMLType::F32) launch_kernel(matmul_float_kernel<0>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    else if (w.type == GGMLType::F16) launch_kernel(matmul_float_kernel<1>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    else launch_kernel(matmul_float_kernel<2>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

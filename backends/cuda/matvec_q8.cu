@@ -113,6 +113,7 @@ __device__ void unpack(const block_iq4_xs& b, int sb, Sub32& s) {
 // x(n_tok, n_cols) -> int8 xq, per 32 values: xd = amax / 127, xs = xd · Σ q. One warp per 32.
 __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ xq,
                                    float* __restrict__ xd, float* __restrict__ xs) {
+  pdl_begin();
   const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (blk >= n_blocks) return;  // warp-uniform
@@ -229,6 +230,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
                  float* __restrict__ y, const float* __restrict__ bias) {
+  pdl_begin();
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
@@ -249,6 +251,7 @@ template <typename Block, int QK, bool kAccumulate>
 __global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
+  pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n_blocks = n_tok * (n_cols / 32);
   int8_t* sq = reinterpret_cast<int8_t*>(smem);
@@ -297,6 +300,7 @@ template <typename Block, int QK>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
                        const float* __restrict__ xd, const float* __restrict__ xs) {
+  pdl_begin();
   const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
   const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -318,6 +322,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
                          int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
                          const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h) {
+  pdl_begin();
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
@@ -346,6 +351,7 @@ constexpr int kNormThreads = 256;
 __global__ void __launch_bounds__(kNormThreads)
 norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps, int64_t dim,
                   float* __restrict__ xn, int8_t* __restrict__ xq, float* __restrict__ xd, float* __restrict__ xs) {
+  pdl_begin();
   const float* xr = x + blockIdx.x * dim;
   double ss = 0.0;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
@@ -386,12 +392,12 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
   // fp32 scales after the int8 values, 16-byte aligned (n_cols is a multiple of 32).
   auto* xd = reinterpret_cast<float*>(xq + n_tok * w.n_cols);
   float* xs = xd + n_blocks;
-  quantize_q8_kernel<<<(unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream>>>(x, n_blocks, xq, xd, xs);
+  launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream, x, n_blocks, xq, xd, xs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    matvec_q8_kernel<typename BT::block, BT::qk><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+    launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
         static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
@@ -420,7 +426,7 @@ void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok
                    cudaStream_t stream) {
   if (dim % 32 || n_tok != a.n_tok || dim != a.n_cols)
     throw Error("backend", "invalid_argument", strfmt("cuda norm_quant_q8: %lld x %lld", (long long)n_tok, (long long)dim));
-  norm_quant_kernel<<<(unsigned)n_tok, kNormThreads, 0, stream>>>(x, norm_w, eps, dim, xn, a.q, a.d, a.s);
+  launch_kernel(norm_quant_kernel, (unsigned)n_tok, kNormThreads, 0, stream, x, norm_w, eps, dim, xn, a.q, a.d, a.s);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -437,7 +443,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
       dispatch_block_type(w[i].type, [&](auto bt) {
         using BT = decltype(bt);
-        matvec_q8_kernel<typename BT::block, BT::qk><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
             static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
             a.s, y[i], bias ? bias[i] : nullptr);
       });
@@ -458,7 +464,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   }
   dispatch_block_type(w[0].type, [&](auto bt) {
     using BT = decltype(bt);
-    matvec_q8_multi_kernel<typename BT::block, BT::qk><<<m.first[3], kRowsPerBlock * kWarpSize, 0, stream>>>(
+    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream, 
         m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
@@ -476,10 +482,10 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
     if (act == Activation::SiLU)
-      matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 0><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
     else
-      matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 1><<<grid, kRowsPerBlock * kWarpSize, 0, stream>>>(
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
@@ -494,10 +500,10 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
   dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     if (accumulate)
-      matvec_q8_self_kernel<typename BT::block, BT::qk, true><<<grid, kSelfRows * kWarpSize, smem, stream>>>(
+      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, true>, grid, kSelfRows * kWarpSize, smem, stream, 
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
     else
-      matvec_q8_self_kernel<typename BT::block, BT::qk, false><<<grid, kSelfRows * kWarpSize, smem, stream>>>(
+      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, false>, grid, kSelfRows * kWarpSize, smem, stream, 
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());

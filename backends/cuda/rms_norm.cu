@@ -11,6 +11,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t dim, float* y) {
+  pdl_begin();
   const float* xr = x + blockIdx.x * dim;
   float* yr = y + blockIdx.x * dim;
   double ss = 0.0;
@@ -30,7 +31,7 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, flo
 void CudaBackend::rms_norm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) {
   if (rows <= 0 || dim <= 0) return;
   if (rows > 0x7fffffff) throw Error("backend", "invalid_argument", strfmt("cuda rms_norm: %lld rows", (long long)rows));
-  rms_norm_kernel<<<(unsigned)rows, kThreads, 0, stream_>>>(x, w, eps, dim, y);
+  launch_kernel(rms_norm_kernel, (unsigned)rows, kThreads, 0, stream_, x, w, eps, dim, y);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -70,6 +70,7 @@ __device__ __forceinline__ void rotate_heads(float* x, const RopePair& p, int32_
 // One thread per (token, pair i): its cos/sin rotate pair i of every head of the token.
 __global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* __restrict__ pos,
                             const float* __restrict__ freq_factors, RopeConst c) {
+  pdl_begin();
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= n_tok * c.half) return;
   rotate_heads(x, rope_pair(idx, pos, freq_factors, c), n_heads, head_dim);
@@ -90,6 +91,7 @@ __device__ __forceinline__ void store_bf16(const KVLayerView& kv, const KVTokenS
 __global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ v, int64_t n_tok, int32_t n_head,
                                   int32_t head_dim, const int32_t* __restrict__ pos, const float* __restrict__ freq_factors,
                                   RopeConst c, KVLayerView kv, const KVTokenSlot* __restrict__ slots) {
+  pdl_begin();
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= n_tok * c.half) return;
   const RopePair p = rope_pair(idx, pos, freq_factors, c);
@@ -138,7 +140,7 @@ void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_di
   if (n_tok <= 0 || n_heads <= 0) return;
   const RopeConst c = rope_const(p, head_dim);
   const int64_t n = n_tok * c.half;
-  rope_kernel<<<(unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(x, n_tok, n_heads, head_dim, pos,
+  launch_kernel(rope_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_, x, n_tok, n_heads, head_dim, pos,
                                                                                   p.freq_factors, c);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -155,7 +157,7 @@ void CudaBackend::qk_rope_store(float* q, float* k, const float* v, int64_t n_to
   }
   const RopeConst c = rope_const(rope, kv.head_dim_k);
   const int64_t n = n_tok * c.half;
-  rope_store_kernel<<<(unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(
+  launch_kernel(rope_store_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_, 
       q, k, v, n_tok, n_head, kv.head_dim_k, pos, rope.freq_factors, c, kv, slots);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

@@ -596,6 +596,7 @@ struct Attn {
 
 template <KVFormat F, int R, int T, int NH>
 __global__ void __launch_bounds__(kThreads, NH == 2 ? 1 : ((R == 4 && T >= 96) ? 3 : kMinBlocks)) attn_kernel(Args P) {
+  pdl_begin();
   Attn<F, R, T, NH>::kernel(P);
 }
 
@@ -615,7 +616,7 @@ void launch(Args P, dim3 grid, int max_smem, cudaStream_t stream) {
   }
   P.stage_bytes = K::stage_bytes();
   P.warp_bytes = K::warp_bytes();
-  attn_kernel<F, R, T, NH><<<grid, kThreads, smem, stream>>>(P);
+  launch_kernel(attn_kernel<F, R, T, NH>, grid, kThreads, smem, stream, P);
 }
 
 template <KVFormat F, int R>

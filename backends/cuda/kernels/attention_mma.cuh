@@ -320,6 +320,7 @@ __device__ __forceinline__ void sum_parts(const float (&o)[kD / 8][4], float (&o
 
 template <int kD, bool kGaac>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kernel(const KernelArgs P) {
+  pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int s_last;
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
@@ -512,7 +513,7 @@ inline void launch_one(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     if (device >= 0 && device < 64) allowed[device] = smem;
   }
-  attention_mma_kernel<kD, kGaac><<<grid, kThreads, smem, stream>>>(P);
+  launch_kernel(attention_mma_kernel<kD, kGaac>, grid, kThreads, smem, stream, P);
 }
 
 template <bool kGaac>

@@ -179,13 +179,15 @@ __device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid
 }
 
 // A warp's shared bytes: kS stages of K and V (BF16 tiles, or GAAC slot staging), for GAAC the
-// two decoded tiles, then the ring of the in-flight blocks' table entries.
+// two decoded tiles, then the stages' barriers (sm_90 bulk copies) and the ring of the in-flight
+// blocks' table entries.
 template <int kD, bool kGaac>
-__device__ __forceinline__ uint32_t* entry_ring(uint8_t* wbase, uint32_t kv_bytes) {
-  return reinterpret_cast<uint32_t*>(wbase + stages_for<kD>() * 2 * kv_bytes + (kGaac ? 2 * TileGeom<kD>::kTileBytes : 0));
+__device__ __forceinline__ uint64_t* stage_bars(uint8_t* wbase, uint32_t kv_bytes) {
+  return reinterpret_cast<uint64_t*>(wbase + stages_for<kD>() * 2 * kv_bytes + (kGaac ? 2 * TileGeom<kD>::kTileBytes : 0));
 }
 __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD) {
-  return ((kD > 128 ? 2 : kStages) * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15;  // keeps warps 16-aligned
+  const uint32_t stages = kD > 128 ? 2 : kStages;
+  return (stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15u;  // keeps warps 16-aligned
 }
 
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
@@ -236,7 +238,16 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;  // one stage's K (or V)
   uint8_t* dec = wbase + kS * 2 * kv_bytes;                                            // GAAC: decoded K, V
-  uint32_t* ents = entry_ring<kD, kGaac>(wbase, kv_bytes);  // [kS][kTiles] entries of the blocks in flight
+  uint64_t* bars = stage_bars<kD, kGaac>(wbase, kv_bytes);  // [kS] bulk-copy barriers (sm_90)
+  uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kS);   // [kS][kTiles] entries of the blocks in flight
+  constexpr bool kBulk = GAACRT_BULK_COPY;
+  if (kBulk) {
+    if (lane == 0)
+#pragma unroll
+      for (int p = 0; p < kS; ++p) mbar_init(bars + p);
+    fence_mbar_init();
+    __syncwarp();
+  }
   const GaacKVLayer* st = kGaac ? static_cast<const GaacKVLayer*>(kv.codec) : nullptr;
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
 
@@ -247,10 +258,11 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     if (lane == 0)
 #pragma unroll
       for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
+    uint64_t* bar = kBulk ? bars + slot : nullptr;
     if constexpr (kGaac)
-      issue_gaac<kD>(kv, *st, e, sk, sk + kv_bytes, P.half_bytes, lane);
+      issue_gaac<kD>(kv, *st, e, sk, sk + kv_bytes, P.half_bytes, lane, bar);
     else
-      issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane);
+      issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
   };
   EntryStream<kT> es;  // the table entries of this warp's blocks (entry_stream.cuh)
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
@@ -273,6 +285,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       cp_async_commit();
     }
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
+    if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... and its bulk copies
     __syncwarp();             // ... and every lane's
     const int32_t b = b_first + it * b_step;
     uint8_t* sk = wbase + (2 * (it % kS)) * kv_bytes;
@@ -303,6 +316,12 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       block_math<kD>(kt, vt, b, pos, lo, qa, o, m, l, P.a);
     }
     __syncwarp();  // the stage is read: the next issue may overwrite it
+  }
+  if (kBulk) {  // every phase issued has completed (each block was waited for): retire the barriers
+    if (lane == 0)
+#pragma unroll
+      for (int p = 0; p < kS; ++p) mbar_inval(bars + p);
+    __syncwarp();
   }
 }
 

@@ -29,6 +29,64 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
+// ---- bulk copies (sm_90: the TMA unit) ---------------------------------------------------------
+// 16-byte cp.async requests go through the SM's L1 miss path, which tracks a limited number of
+// outstanding requests: with every warp streaming KV that way the BF16 kernel stayed near 3 TB/s
+// whatever else changed. A bulk copy is one instruction for a whole row or slot, carried out by
+// the copy engine straight into shared memory; completion is counted in bytes on an mbarrier (one
+// per pipeline stage of a warp), which the warp waits on by phase parity.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GAACRT_BULK_COPY 1
+#else
+#define GAACRT_BULK_COPY 0
+#endif
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
+#if GAACRT_BULK_COPY
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_inval(uint64_t* bar) {
+#if GAACRT_BULK_COPY
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+#endif
+}
+// Makes barrier initialization visible to the copy engine.
+__device__ __forceinline__ void fence_mbar_init() {
+#if GAACRT_BULK_COPY
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// Orders this thread's earlier ordinary shared-memory accesses before later bulk copies' writes.
+__device__ __forceinline__ void fence_proxy_async() {
+#if GAACRT_BULK_COPY
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// The arrival of this stage's phase, which then also waits for `bytes` of bulk copies.
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if GAACRT_BULK_COPY
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+#endif
+}
+// dst, src 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if GAACRT_BULK_COPY
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#if GAACRT_BULK_COPY
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
 // Four 8x8 bf16 matrices; thread t gives the row address of matrix t/8, row t%8, and receives
 // element pair (row t/4, cols 2(t%4), +1) of each (transposed with .trans).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* p) {

@@ -52,13 +52,39 @@ __device__ __forceinline__ int chunk_dst(int c, int32_t td, int32_t col0) {
   return row * kRow + col0 + col;
 }
 
-// ---- BF16 cache: cp.async of one block's 2 * n_half pages into K and V rows -----------------
+// ---- BF16 cache: one block's 2 * n_half pages into K and V rows -------------------------------
+// sm_90 (bar != nullptr): each of 16 lanes per tile bulk-copies one row of the page, and lane 0
+// arrives on the stage's barrier expecting the bytes; older GPUs, and odd tile widths: cp.async.
 template <int kD>
 __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
-                                           uint16_t* kt, uint16_t* vt, int lane) {
+                                           uint16_t* kt, uint16_t* vt, int lane, uint64_t* bar) {
+  constexpr int kT = TileGeom<kD>::kTiles, kRow = TileGeom<kD>::kRow;
   const int32_t td = kv.tile_dim;
+  if (bar != nullptr) {
+    fence_proxy_async();  // earlier reads of this stage, and zeroed rows, before the copies' writes
+    const bool bulk = td % 8 == 0;
+    uint32_t bytes = 0;
 #pragma unroll
-  for (int32_t t = 0; t < TileGeom<kD>::kTiles; ++t) {
+    for (int t = 0; t < kT; ++t) bytes += bulk && ent[t] != KV_ENTRY_EMPTY ? KV_BLOCK_TOKENS * td * 2 : 0;
+    if (lane == 0) mbar_expect_tx(bar, bytes);
+    if (bulk) {
+      const int r = lane & 15, hi = lane >> 4;
+#pragma unroll
+      for (int tt = 0; tt < kT / 2; ++tt) {
+        const int t = 2 * tt + hi;  // kT 2: K, V; kT 4: K0 K1 (tt 0), V0 V1 (tt 1)
+        const uint32_t e = hi ? ent[2 * tt + 1] : ent[2 * tt];
+        const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+        uint16_t* dst = (is_v ? vt : kt) + r * kRow + half * td;
+        if (e != KV_ENTRY_EMPTY)
+          bulk_copy(dst, kv.arena + (uint64_t)e * kv.page_bytes + (uint32_t)r * td * 2, (uint32_t)td * 2, bar);
+        else  // released page: zeros (never visible)
+          for (int c = 0; c < td / 8; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int32_t t = 0; t < kT; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
     const uint32_t e = ent[t];
     uint16_t* dst = is_v ? vt : kt;
@@ -68,29 +94,50 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
       // The usual tile: chunk c = lane + 32 k lands at row c / (kTd/8), column 8 (c % (kTd/8)),
       // i.e. a fixed start per lane plus 32 / (kTd/8) rows per step: no division, fully unrolled.
       constexpr int kTd = TileGeom<kD>::kTd, kPerRow = kTd / 8, kSteps = 2 * kTd / 32;
-      uint16_t* d0 = dst + (lane / kPerRow) * TileGeom<kD>::kRow + half * td + 8 * (lane % kPerRow);
+      uint16_t* d0 = dst + (lane / kPerRow) * kRow + half * td + 8 * (lane % kPerRow);
       const uint8_t* s0 = src + 16 * lane;
 #pragma unroll
-      for (int k = 0; k < kSteps; ++k) cp_async16(d0 + k * (32 / kPerRow) * TileGeom<kD>::kRow, s0 + 512 * k, n);
+      for (int k = 0; k < kSteps; ++k) cp_async16(d0 + k * (32 / kPerRow) * kRow, s0 + 512 * k, n);
     } else if (td % 8 == 0) {
       for (int c = lane; c < 2 * td; c += 32) cp_async16(dst + chunk_dst<kD>(c, td, half * td), src + 16 * c, n);
     } else {  // odd head dims: a plain synchronous copy
       const uint16_t* p = reinterpret_cast<const uint16_t*>(src);
       for (int x = lane; x < KV_BLOCK_TOKENS * td; x += 32)
-        dst[(x / td) * TileGeom<kD>::kRow + half * td + x % td] = e == KV_ENTRY_EMPTY ? 0 : p[x];
+        dst[(x / td) * kRow + half * td + x % td] = e == KV_ENTRY_EMPTY ? 0 : p[x];
     }
   }
 }
 
 // ---- GAAC cache ------------------------------------------------------------------------------
-// Issue: the slot bytes of each of the block's tiles into staging[is_v] + half * half_bytes.
+// Issue: the slot bytes of each of the block's tiles into staging[is_v] + half * half_bytes; on
+// sm_90 (bar != nullptr) one bulk copy per slot by lane 0, counted on the stage's barrier.
 template <int kD>
 __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLayer& st,
                                            const uint32_t (&ent)[TileGeom<kD>::kTiles], uint8_t* stage_k,
-                                           uint8_t* stage_v, uint32_t half_bytes, int lane) {
+                                           uint8_t* stage_v, uint32_t half_bytes, int lane, uint64_t* bar) {
+  constexpr int kT = TileGeom<kD>::kTiles;
   const int32_t td = kv.tile_dim;
+  // A slot is copied in 16-byte pieces (or in bulk) when it starts 16-byte aligned and its staged
+  // size is exactly the slot's bytes; otherwise byte by byte.
+  auto whole = [&](uint32_t e, int32_t is_v, uint32_t& nb) {
+    nb = gaac_stage_bytes(td, st.capacity[is_v]);
+    const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
+                                                      ? st.capacity[is_v] : gaac_max_escape_bytes(td));
+    return ((uintptr_t)kv_entry_ptr(kv, e, is_v) & 15u) == 0 && need == nb;
+  };
+  if (bar != nullptr) {
+    fence_proxy_async();
+    uint32_t bytes = 0;
 #pragma unroll
-  for (int32_t t = 0; t < TileGeom<kD>::kTiles; ++t) {
+    for (int t = 0; t < kT; ++t) {
+      const int32_t is_v = t >= kv.n_half;
+      uint32_t nb;
+      if (kv_entry_is_slot(ent[t]) && whole(ent[t], is_v, nb)) bytes += nb;
+    }
+    if (lane == 0) mbar_expect_tx(bar, bytes);
+  }
+#pragma unroll
+  for (int32_t t = 0; t < kT; ++t) {
     const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
     const uint32_t e = ent[t];
     if (e == KV_ENTRY_EMPTY) continue;
@@ -100,10 +147,12 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
       continue;
     }
     uint8_t* dst = (is_v ? stage_v : stage_k) + half * half_bytes;
-    const uint32_t nb = gaac_stage_bytes(td, st.capacity[is_v]);
-    const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
-                                                      ? st.capacity[is_v] : gaac_max_escape_bytes(td));
-    if (((uintptr_t)src & 15u) == 0 && need == nb) {
+    uint32_t nb;
+    if (whole(e, is_v, nb)) {
+      if (bar != nullptr) {
+        if (lane == 0) bulk_copy(dst, src, nb, bar);
+        continue;
+      }
       // At most (fixed + every escape) / 16 chunks: a fixed, unrolled, predicated loop.
       constexpr uint32_t kMaxSteps = (GAAC_FIXED_BYTES_128 + 10u * GAAC_MAX_TILE_DIM + 16u * 32u - 1u) / (16u * 32u);
       const uint32_t nc = nb / 16;
@@ -113,6 +162,8 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
         if (c < nc) cp_async16(dst + 16 * c, src + 16 * c, 16);
       }
     } else {  // a slot size that breaks 16-byte alignment: plain byte copy of exactly the slot
+      const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
+                                                        ? st.capacity[is_v] : gaac_max_escape_bytes(td));
       for (uint32_t x = lane; x < need; x += 32) dst[x] = src[x];
     }
   }

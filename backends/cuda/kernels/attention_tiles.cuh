@@ -119,11 +119,13 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
   const int32_t td = kv.tile_dim;
   // A slot is copied in 16-byte pieces (or in bulk) when it starts 16-byte aligned and its staged
   // size is exactly the slot's bytes; otherwise byte by byte.
+  auto need_of = [&](int32_t is_v) {  // the slot's bytes that can ever be read
+    const uint32_t cap = st.capacity[is_v];
+    return gaac_fixed_bytes(td) + (cap < gaac_max_escape_bytes(td) ? cap : gaac_max_escape_bytes(td));
+  };
   auto whole = [&](uint32_t e, int32_t is_v, uint32_t& nb) {
     nb = gaac_stage_bytes(td, st.capacity[is_v]);
-    const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
-                                                      ? st.capacity[is_v] : gaac_max_escape_bytes(td));
-    return ((uintptr_t)kv_entry_ptr(kv, e, is_v) & 15u) == 0 && need == nb;
+    return ((uintptr_t)kv_entry_ptr(kv, e, is_v) & 15u) == 0 && need_of(is_v) == nb;
   };
   if (bar != nullptr) {
     fence_proxy_async();
@@ -162,8 +164,7 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
         if (c < nc) cp_async16(dst + 16 * c, src + 16 * c, 16);
       }
     } else {  // a slot size that breaks 16-byte alignment: plain byte copy of exactly the slot
-      const uint32_t need = gaac_fixed_bytes(td) + (st.capacity[is_v] < gaac_max_escape_bytes(td)
-                                                        ? st.capacity[is_v] : gaac_max_escape_bytes(td));
+      const uint32_t need = need_of(is_v);
       for (uint32_t x = lane; x < need; x += 32) dst[x] = src[x];
     }
   }

@@ -10,6 +10,7 @@
 #   1. gguf wheel into /tmp/site                                     ~2 s
 #   2. llama-bench build starts in the background (nice 19, 14 jobs)  ~4-5 min, overlaps 3-5
 #   3. gaacrt build (pip install --no-build-isolation --no-deps .)    ~30-60 s (beside stage 2)
+#      and tests/test_bench_hooks.py (the depth hook, CUDA vs CPU)      ~10-20 s
 #   4. the model: bench/gen_8b.py -> /tmp/llama31-8b-q4_0.gguf        ~10-20 s (kept if present)
 #   5. bench/cuda_e2e.py: pp512, tg128 at 0/32K/64K, equal memory     ~2-3 min
 #   6. wait for the build, then llama-bench -fa 1 pp512/tg128 at
@@ -48,6 +49,8 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   "$PYTHON" -m pip install -q --no-build-isolation --no-deps . || { echo "gaacrt build failed"; exit 1; }
 fi
 "$PYTHON" -c "import gaacrt; print('gaacrt', gaacrt.__file__, gaacrt.cuda_devices())"
+# The cache-growing hook the depths rely on, on this GPU against the CPU (~10-20 s).
+"$PYTHON" -m pytest -q -p no:cacheprovider tests/test_bench_hooks.py 2>&1 | tail -3
 
 stage "4. model"
 # shellcheck disable=SC2086

@@ -149,3 +149,37 @@ def test_unknown_architecture_or_weight_type_is_refused(tiny_model):
         tiny_model("mamba")
     with pytest.raises(ValueError, match="weight_type 'q3_K'"):
         tiny_model("llama", weight_type="q3_K")
+
+
+def test_llama31_8b_fixture_small_variant_runs_alike_in_gaacrt_and_llama_cpp(tmp_path):
+    # The 8B-shaped benchmark model (bench/gen_8b.py) through the same code path at tiny dims:
+    # both runtimes read the same shapes and vocabulary, tokenize alike and agree on the logits.
+    from fixtures.backend_compare import rel
+    from fixtures.llama31_8b import N_SPECIAL, SMALL, write_llama31_8b
+    path = write_llama31_8b(tmp_path / "small8b.gguf", small=True)
+    types = {t.name: t.type for t in gaacrt.GGUFFile(str(path)).tensors}
+    assert types["blk.0.ffn_down.weight"] == "q4_0" and types["token_embd.weight"] == "q4_0"
+    assert types["output.weight"] == "q6_K" and types["rope_freqs.weight"] == "f32"
+    m = gaacrt.Model(str(path), backend="cpu")
+    c = m.config
+    assert (c["n_vocab"], c["n_embd"], c["n_layer"], c["n_head"], c["n_head_kv"], c["head_dim_k"], c["n_ff"]) == \
+        (SMALL.n_vocab, SMALL.n_embd, SMALL.n_layers, SMALL.n_head, SMALL.n_head_kv, SMALL.head_dim, SMALL.n_ff)
+    text = TEXT + " <|eot_id|>"
+    ours = m.tokenize(text, parse_special=True)
+    llm = llama_cpp.Llama(str(path), n_ctx=128, logits_all=True, verbose=False)
+    theirs = llm.tokenize(text.encode(), add_bos=True, special=True)
+    assert ours == theirs and ours[0] == SMALL.n_vocab - N_SPECIAL and ours[-1] == SMALL.n_vocab - N_SPECIAL + 9
+    llm.eval(theirs)
+    s = m.session(n_ctx=128)
+    s.eval(ours)
+    want = np.array(llm.scores[len(theirs) - 1], dtype=np.float32)
+    assert np.isfinite(want).all() and want.std() > 0.3
+    assert rel(s.logits(), want) < 3e-2 and s.logits().argmax() == want.argmax()
+
+
+def test_llama31_8b_vocab_has_llama3_ids():
+    from fixtures.llama31_8b import LLAMA31_8B, llama3_vocab
+    v = llama3_vocab(LLAMA31_8B.n_vocab)
+    assert len(v) == 128256 and len(set(v.tokens)) == 128256
+    assert v.tokens[128000] == "<|begin_of_text|>" and v.tokens[128009] == "<|eot_id|>"
+    assert v.special == {"bos": 128000, "eos": 128001}

@@ -351,46 +351,115 @@ bool KVCache::corrupt_first_slot_for_test(int seq, int il) {
   return false;
 }
 
+// The bytes move in bulk, not tile by tile: an 8B model at 64K tokens has about two million tiles,
+// and two synchronous transfers per tile would take a minute on a GPU. Every copy is planned first
+// (destinations allocated block-major, as reserve() does, so they mostly lie in consecutive
+// memory); then the source tiles are read in coalesced spans and the destinations written in runs
+// of consecutive bytes. Host-memory backends take the same path (download/upload are copies there),
+// so the CPU tests cover what the GPU runs.
 void KVCache::extend_by_repeating_for_bench(int seq, int32_t n) {
   Sequence& s = *seqs_.at(seq);
   const int32_t src_blocks = s.len / KV_BLOCK_TOKENS;
   if (src_blocks == 0) throw Error("kv", "invalid_argument", "extend_by_repeating_for_bench: no complete block to repeat");
   if (cfg_.sliding_window > 0) throw Error("kv", "invalid_argument", "extend_by_repeating_for_bench: sliding-window models");
   if (n > params_.n_ctx) throw Error("kv", "context_full", strfmt("extend to %d tokens > n_ctx %d", n, params_.n_ctx));
+  if (n <= s.len) return;
   // A partial last block is dropped first (its unwritten rows would be read as keys).
   const int32_t b0 = src_blocks, b1 = ceil_div(n, KV_BLOCK_TOKENS);
-  for (int il = 0; il < cfg_.n_layer && s.len % KV_BLOCK_TOKENS; ++il) {
-    uint32_t* t = s.table.data() + il * table_entries_per_layer();
-    for (int h = 0; h < cfg_.n_head_kv; ++h)
-      for (int is_v = 0; is_v < 2; ++is_v)
-        for (int half = 0; half < n_half_; ++half) {
-          uint32_t& e = t[entry_index(h, is_v, half, b0)];
-          arena_->free_entry(e);
-          e = KV_ENTRY_EMPTY;
-        }
-  }
-  std::vector<uint8_t> buf;
+  auto free_from = [&](int32_t first_block) {  // blocks [first_block, b1): the partial one and new ones
+    for (int il = 0; il < cfg_.n_layer; ++il) {
+      uint32_t* t = s.table.data() + il * table_entries_per_layer();
+      for (int h = 0; h < cfg_.n_head_kv; ++h)
+        for (int is_v = 0; is_v < 2; ++is_v)
+          for (int half = 0; half < n_half_; ++half)
+            for (int32_t b = first_block; b < b1; ++b) {
+              uint32_t& e = t[entry_index(h, is_v, half, b)];
+              arena_->free_entry(e);
+              e = KV_ENTRY_EMPTY;
+            }
+    }
+  };
+  free_from(b0);
+  s.len = b0 * KV_BLOCK_TOKENS;
+  s.finalized = std::min(s.finalized, b0);
+
+  struct Copy { uint64_t src, dst, bytes; };  // byte offsets in the arena
+  const KVLayerView view = layer_view(0);      // entry -> address is the same in every layer
+  auto offset = [&](uint32_t e, int is_v) { return (uint64_t)(kv_entry_ptr(view, e, is_v) - arena_mem_); };
+  std::vector<Copy> copies;
   for (int32_t b = b0; b < b1; ++b)
     for (int il = 0; il < cfg_.n_layer; ++il) {
       uint32_t* t = s.table.data() + il * table_entries_per_layer();
-      const KVLayerView view = layer_view(il);
       for (int h = 0; h < cfg_.n_head_kv; ++h)
         for (int is_v = 0; is_v < 2; ++is_v)
           for (int half = 0; half < n_half_; ++half) {
             const uint32_t src = t[entry_index(h, is_v, half, b % src_blocks)];
             const bool slot = kv_entry_is_slot(src);
             const uint32_t dst = slot ? arena_->alloc_slot(is_v) : arena_->alloc_page();
-            if (dst == KV_ENTRY_EMPTY)
-              throw Error("kv", "arena_full", strfmt("extend_by_repeating_for_bench: arena full at block %d", b));
-            const uint64_t bytes = slot ? arena_->slot_bytes(is_v) : page_bytes_;
-            buf.resize(bytes);
-            be_.download(buf.data(), kv_entry_ptr(view, src, is_v), bytes);
-            be_.upload(kv_entry_ptr(view, dst, is_v), buf.data(), bytes);
+            if (dst == KV_ENTRY_EMPTY) {  // nothing is kept: the sequence is as it was (less a partial block)
+              free_from(b0);
+              sync_table(seq);
+              throw Error("kv", "arena_full", strfmt("extend_by_repeating_for_bench: arena full at block %d of %d", b, b1));
+            }
             t[entry_index(h, is_v, half, b)] = dst;
+            copies.push_back({offset(src, is_v), offset(dst, is_v), slot ? arena_->slot_bytes(is_v) : page_bytes_});
           }
     }
+
+  {
+    // Source spans: the distinct source tiles sorted by address, merged across gaps under 1 MiB.
+    std::vector<std::pair<uint64_t, uint64_t>> tiles;  // (offset, end)
+    for (const Copy& c : copies) tiles.emplace_back(c.src, c.src + c.bytes);
+    std::sort(tiles.begin(), tiles.end());
+    struct Span { uint64_t begin, end; size_t host; };
+    std::vector<Span> spans;
+    for (const auto& [lo, hi] : tiles) {
+      if (!spans.empty() && lo <= spans.back().end + (1u << 20)) spans.back().end = std::max(spans.back().end, hi);
+      else spans.push_back({lo, hi, 0});
+    }
+    size_t total = 0;
+    for (Span& sp : spans) { sp.host = total; total += sp.end - sp.begin; }
+    std::vector<uint8_t> src_host(total);
+    for (const Span& sp : spans) be_.download(src_host.data() + sp.host, arena_mem_ + sp.begin, sp.end - sp.begin);
+    auto src_of = [&](uint64_t off) {
+      auto it = std::upper_bound(spans.begin(), spans.end(), off, [](uint64_t o, const Span& sp) { return o < sp.begin; });
+      --it;
+      return src_host.data() + it->host + (off - it->begin);
+    };
+    // Destination runs: consecutive addresses staged and written together (at most 64 MiB at a time).
+    std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.dst < b.dst; });
+    std::vector<uint8_t> run;
+    uint64_t run_begin = 0;
+    auto flush = [&] {
+      if (!run.empty()) be_.upload(arena_mem_ + run_begin, run.data(), run.size());
+      run.clear();
+    };
+    for (const Copy& c : copies) {
+      if (run.empty() || c.dst != run_begin + run.size() || run.size() >= (64u << 20)) {
+        flush();
+        run_begin = c.dst;
+      }
+      const uint8_t* from = src_of(c.src);
+      run.insert(run.end(), from, from + c.bytes);
+    }
+    flush();
+  }
   s.len = n;
-  finalize_ready(seq);  // copies of raw blocks are compressed like any other; slots are skipped
+  // Blocks the format compresses: copies of raw blocks are finalized like any others; copies of
+  // blocks that went through finalize already are not (their slots were copied, and their raw
+  // tiles would not fit a slot again), so a GAAC cache is not re-encoded block by block.
+  const int32_t fin0 = s.finalized;
+  if (!codec_->ready() || params_.keep_raw) {
+    finalize_ready(seq);
+  } else if (params_.format != KVFormat::BF16) {
+    const int32_t ready_blocks = std::max(0, (s.len - codec_->raw_window()) / KV_BLOCK_TOKENS);
+    for (int32_t b = std::max(s.finalized, sink_blocks_); b < ready_blocks; ++b) {
+      const int32_t from = b % src_blocks;
+      if (b >= b0 && from < fin0 && from >= sink_blocks_) continue;
+      for (int il = 0; il < cfg_.n_layer; ++il) finalize_block(s, il, b);
+    }
+    s.finalized = std::max(s.finalized, ready_blocks);
+  }
   sync_table(seq);
 }
 

@@ -153,3 +153,13 @@ def test_fp8_gaac_is_lossless_with_respect_to_the_fp8_values(smollm, fmt, ratio_
                   round(st["resident_ratio"], 3))
             assert st["k"]["tiles_encoded"] > 500 and st["k"]["codec_ratio"] > ratio_k
     assert np.array_equal(out[False].view(np.uint32), out[True].view(np.uint32))
+
+
+def test_a_prompt_that_fills_the_context_in_one_chunk_is_still_compressed(smollm):
+    # One 500-token prefill chunk in a 512-token context takes every raw page at once; the arena
+    # keeps room for the slots of the first finalized block so the compression can roll on.
+    s = smollm.session(n_ctx=512, cache="gaac")
+    s.eval(text(smollm, GPL, 500))
+    st = s.kv_stats()
+    assert st["k"]["raw_tile_share"] < 0.05 and st["v"]["raw_tile_share"] < 0.05, st
+    assert st["resident_ratio"] > 1.3, st

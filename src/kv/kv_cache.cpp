@@ -49,6 +49,14 @@ KVCache::KVCache(const ModelConfig& cfg, Backend& be, const KVCacheParams& p) : 
       per_seq += (uint64_t)blocks * cfg.n_head_kv * 2 * n_half_;
     }
     n_pages = per_seq * p.n_seq_max;
+    // A compressing format needs free chunks for its slots while the pages it compresses are still
+    // held: a prefill chunk that fills every page otherwise leaves no chunk for the first slot, and
+    // every tile stays raw (seen: SmolLM2, n_ctx 512, a 500-token prompt, GAAC resident ratio
+    // 0.998). Pages are allocated block by block, so once one block's tiles have slots its pages
+    // free whole chunks and the rest rolls on: one block's worth of pages (slots are smaller) plus
+    // one chunk per slot class is enough.
+    if (p.format != KVFormat::BF16 && !p.keep_raw)
+      n_pages += (uint64_t)cfg.n_layer * cfg.n_head_kv * 2 * n_half_ + 2 * KV_CHUNK_PAGES;
   }
   const uint64_t n_chunks = (n_pages + KV_CHUNK_PAGES - 1) / KV_CHUNK_PAGES;
   if (n_chunks == 0) throw Error("kv", "invalid_argument", strfmt("a KV budget of %llu bytes holds no page of %llu bytes",

@@ -144,7 +144,9 @@ typedef struct gaacrt_session_params {
    * defaults for these. */
   const char* calibration;      /* GAAC sidecar path; NULL or "" = "model.gaac" beside the model, else online */
   int32_t raw_sink;             /* lossy formats: first tokens kept BF16 for good (default 0) */
-  int32_t e8_center;            /* E8: nonzero codes keys as (k - mean) / sqrt(std) per channel (default 0) */
+  int32_t e8_center;            /* E8 key centering, not in the paper: 0 off (default); 1 global: keys coded as
+                                 * (k - mean) / sqrt(std) per channel; 2 block: each 16-token block's own mean
+                                 * stored and subtracted, channels scaled (CPU only, 100 B per token-head at d = 128) */
 } gaacrt_session_params;
 
 GAACRT_API gaacrt_session_params gaacrt_session_default_params(void);

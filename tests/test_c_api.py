@@ -139,5 +139,11 @@ def test_tokenize_two_pass_buffer_and_context_full(lib, smollm2_path):
         sp.cache, sp.raw_sink, sp.e8_center = b"e8", 16, 1
         assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
         lib.gaacrt_session_free(s)
+        sp.e8_center = 2  # block centering
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
+        lib.gaacrt_session_free(s)
+        sp.e8_center = 3
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == ERR_INVALID
+        assert b"e8_center = 3" in lib.gaacrt_last_error()
     finally:
         lib.gaacrt_model_free(m)

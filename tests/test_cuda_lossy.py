@@ -53,6 +53,13 @@ def test_cuda_e8_centered_finalize_is_byte_identical_to_cpu(cuda, cpu, d):
     assert rel(ga[0], ca[0]) < 1e-4
 
 
+def test_cuda_refuses_e8_block_centering_by_name(cuda):
+    # e8_center="block" is implemented on the CPU backend only (tests/test_e8_block_center.py).
+    k, v, q = inputs(1, 64, 1, 2, 1, 64)
+    with pytest.raises(gaacrt.GaacrtError, match="e8_center=block.*CPU backend only"):
+        _core.op_lossy_attention(cuda, k, v, q, 0.1, "e8", window=0, center="block")
+
+
 CASES = [
     # n_ctx, n_q, n_head, n_kv, d, window
     (37, 1, 9, 3, 64, 0),          # SmolLM2 decode, partial last block (raw), GQA 3

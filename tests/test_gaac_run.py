@@ -141,3 +141,6 @@ def test_one_shot_with_a_lossy_cache_and_its_options(smollm2_path):
     r = subprocess.run([sys.executable, "-m", "gaacrt.cli.run", smollm2_path, "-p", "x", "--cache", "gaac",
                         "--raw-sink", "16"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "raw_sink" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "gaacrt.cli.run", smollm2_path, "-p", "x", "--cache", "e8",
+                        "--e8-center", "blocks"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "invalid choice: 'blocks'" in r.stderr

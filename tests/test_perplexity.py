@@ -39,7 +39,7 @@ def test_cli_prints_perplexity_and_distance_from_bf16_for_a_lossy_cache(smollm2_
     f = tmp_path / "t.txt"
     f.write_text(open(GPL, encoding="utf-8").read()[:6000])
     assert cli.main([smollm2_path, str(f), "--cache", "e8", "--ctx", "256", "--windows", "1",
-                     "--raw-sink", "16", "--e8-center", "-t", "2"]) == 0
+                     "--raw-sink", "16", "--e8-center", "block", "-t", "2"]) == 0
     out = capsys.readouterr().out
     assert "cache e8" in out and "perplexity:" in out and "top-1 agreement" in out
     ppl = float(out.split("perplexity:")[1].split()[0])

@@ -128,12 +128,13 @@ int32_t attend_chunk(const KVLayerView& kv, const AttentionArgs& a, const AttnSe
           float all[KV_BLOCK_TOKENS];
           const E8KVLayer& st8 = *static_cast<const E8KVLayer*>(kv.codec);
           const size_t per = (size_t)(dk / 8) * 65536;
-          e8_score_key_block_table(*st8.host, k_slots,
-                                   tables + ((size_t)(s.q_begin + i) * a.n_head + kvh * G + g) * per, all);
-          float qmu = 0.f;  // centering: q~ . mean~ is the part of every score the tables leave out
+          // Centering: q~ . mean~ and the block's q~ . m~ are the parts of the scores the tables leave out.
+          const float* qr = q_rot + ((int64_t)(s.q_begin + i) * a.n_head + kvh * G + g) * dk;
+          e8_score_key_block_table(*st8.host, k_slots, tables + ((size_t)(s.q_begin + i) * a.n_head + kvh * G + g) * per,
+                                   e8_block_mean_dot(*st8.host, k_slots, qr), all);
+          float qmu = 0.f;
           if (st8.mean_rot)
-            for (int32_t c = 0; c < dk; ++c) qmu += q_rot[((int64_t)(s.q_begin + i) * a.n_head + kvh * G + g) * dk + c] *
-                                                    st8.mean_rot[(size_t)kvh * dk + c];
+            for (int32_t c = 0; c < dk; ++c) qmu += qr[c] * st8.mean_rot[(size_t)kvh * dk + c];
           for (int32_t j = 0; j < nj; ++j) sc[j] = all[j0 - b * KV_BLOCK_TOKENS + j] + qmu;
         } else {
           math.dots(qv, kbuf.data() + (j0 - b * KV_BLOCK_TOKENS) * dk, nj, dk, sc);

@@ -93,6 +93,8 @@ void decode_lossy_tile(const KVLayerView& kv, const uint8_t* slot, int32_t is_v,
     }
     if (mu)
       for (int32_t c = 0; c < T; ++c) out[t * ld + c] += mu[c];
+    if (st.block_mean && e8_k_centered(slot, T, t))  // block centering: the block's own mean, stored in the slot
+      for (int32_t c = 0; c < T; ++c) out[t * ld + c] += e8_k_mean(slot, T, c);
   }
 }
 

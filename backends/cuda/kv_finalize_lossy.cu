@@ -198,6 +198,9 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, T));
   if (kv.format == KVFormat::E8 && !kv.codec)
     throw Error("backend", "invalid_argument", "cuda kv_finalize: E8 cache without its layer state");
+  if (kv.format == KVFormat::E8 && kv.slot_bytes[0] != e8_k_slot_bytes(T))  // the block means' bigger slots
+    throw Error("backend", "unsupported_format", "cuda kv_finalize: E8 block centering (e8_center=block) is not "
+                "implemented on CUDA");
   if (n_jobs > 0x7fffffff) throw Error("backend", "invalid_argument", "cuda kv_finalize: too many jobs");
   launch_kernel(finalize_kernel, (unsigned)n_jobs, kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());

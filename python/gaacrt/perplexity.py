@@ -41,7 +41,7 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 def perplexity(model: Model, text: str, cache: str = "bf16", ctx: int = 512, ubatch: int = 16,
                max_windows: int | None = None, compare_bf16: bool = True, calibration: str | None = None,
-               progress=None, e8_center: bool = False, raw_sink: int = 0) -> PerplexityResult:
+               progress=None, e8_center: bool | str = False, raw_sink: int = 0) -> PerplexityResult:
     toks = model.tokenize(text, add_special=False)
     bos = model.tokenizer.bos_id if model.tokenizer.add_bos else None
     step = ctx - (1 if bos is not None else 0)

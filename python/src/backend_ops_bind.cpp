@@ -132,7 +132,8 @@ Out new_typed(std::vector<size_t> shape, T** data) {
 // after the pages), then attention. Returns (out, K slots (n, bytes), V slots (n, bytes), fits):
 // the slots of the finalized tiles in (kv-head, half, block) order, for byte comparisons.
 nb::tuple lossy_attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, const std::string& cache, int32_t window,
-                             bool center, int32_t sliding_window, float softcap) {
+                             nb::handle center_arg, int32_t sliding_window, float softcap) {
+  const E8Center center = e8_center_arg(center_arg);
   if (k.ndim() != 3 || v.ndim() != 3 || q.ndim() != 3 || k.shape(0) != v.shape(0) || k.shape(1) != v.shape(1) ||
       k.shape(2) != v.shape(2) || q.shape(2) != k.shape(2) || q.shape(1) % k.shape(1) || q.shape(0) > k.shape(0))
     throw nb::value_error("lossy_attention: want k, v (n_ctx, n_head_kv, d) and q (n_q <= n_ctx, n_head, d)");
@@ -205,7 +206,7 @@ nb::tuple lossy_attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, cons
     Buf kd(be, k.size() * 4, k.data()), vd(be, v.size() * 4, v.data()), qq(be, q.size() * 4, q.data());
     Buf od(be, (size_t)n_q * n_head * d * 4);
     be.kv_store(kv, static_cast<const KVTokenSlot*>(sd.p), n_ctx, kd.f(), vd.f());
-    if (center && f == KVFormat::E8) {  // the per-head mean key of all the tokens, as a first prefill fits it
+    if (center != E8Center::Off && f == KVFormat::E8) {  // the per-head statistics of all the tokens, as a first prefill fits them
       std::vector<uint16_t> kbf(k.size());
       for (size_t i = 0; i < kbf.size(); ++i) kbf[i] = f32_to_bf16(k.data()[i]);
       codec->calibrate_add(0, kbf.data(), kbf.data(), n_ctx);

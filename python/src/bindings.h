@@ -2,8 +2,18 @@
 // Bindings only convert types and carry docstrings; all logic lives in the C++ core.
 #pragma once
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "kv/kv_format.h"
 
 namespace gaacrt::py {
+
+// e8_center as Python passes it: False / True (= "global"), or "off", "global", "block".
+inline E8Center e8_center_arg(nanobind::handle h) {
+  if (nanobind::isinstance<nanobind::bool_>(h)) return nanobind::cast<bool>(h) ? E8Center::Global : E8Center::Off;
+  if (nanobind::isinstance<nanobind::str>(h)) return parse_e8_center(nanobind::cast<std::string>(h));
+  throw nanobind::type_error("e8_center: expected a bool or one of 'off', 'global', 'block'");
+}
 
 void bind_errors(nanobind::module_& m);
 void bind_gguf(nanobind::module_& m);

@@ -4,6 +4,7 @@
 // decision is in src/codec/e8 and src/codec/scalar.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <cstring>
@@ -62,6 +63,9 @@ void check_slots(const U8& s, int32_t d, bool is_v, const char* op) {
   const int32_t T = e8_tile_dim(d);
   want_shape(s, {-1, e8_n_half(d), (long)(is_v ? e8_v_slot_bytes(T) : e8_k_slot_bytes(T))},
              strfmt("%s: slots", op).c_str());
+}
+void check_key_slots(const U8& s, const E8LayerCodec& c, const char* op) {
+  want_shape(s, {-1, e8_n_half(c.d), (long)e8_key_slot_bytes(c)}, strfmt("%s: slots", op).c_str());
 }
 
 // ---- codebook and block encoder ------------------------------------------------------------------
@@ -153,7 +157,7 @@ nb::object decode_rotated(U16 codes, F32 norms, float alpha) {
 // ---- E8LayerCodec: cache blocks --------------------------------------------------------------------
 nb::object encode_keys(const E8LayerCodec& c, F32 k) {
   want_shape(k, {-1, (long)kTok, c.d}, "E8LayerCodec.encode_keys: k");
-  const size_t nb_ = k.shape(0), nh = e8_n_half(c.d), sb = e8_k_slot_bytes(e8_tile_dim(c.d));
+  const size_t nb_ = k.shape(0), nh = e8_n_half(c.d), sb = e8_key_slot_bytes(c);
   uint8_t* out;
   auto a = owned<uint8_t>({nb_, nh, sb}, &out);
   {
@@ -170,7 +174,7 @@ nb::object encode_keys(const E8LayerCodec& c, F32 k) {
 nb::object encode_keys_bf16(const E8LayerCodec& c, U16 pages) {
   const int32_t T = e8_tile_dim(c.d);
   want_shape(pages, {-1, e8_n_half(c.d), (long)kTok, T}, "E8LayerCodec.encode_keys_bf16: pages");
-  const size_t nb_ = pages.shape(0), nh = e8_n_half(c.d), sb = e8_k_slot_bytes(T);
+  const size_t nb_ = pages.shape(0), nh = e8_n_half(c.d), sb = e8_key_slot_bytes(c);
   uint8_t* out;
   auto a = owned<uint8_t>({nb_, nh, sb}, &out);
   for (size_t b = 0; b < nb_; ++b) {
@@ -186,7 +190,7 @@ nb::object encode_keys_bf16(const E8LayerCodec& c, U16 pages) {
 }
 
 nb::object decode_keys(const E8LayerCodec& c, U8 slots) {
-  check_slots(slots, c.d, false, "E8LayerCodec.decode_keys");
+  check_key_slots(slots, c, "E8LayerCodec.decode_keys");
   float* out;
   auto a = owned<float>({slots.shape(0), kTok, (size_t)c.d}, &out);
   for (size_t b = 0; b < slots.shape(0); ++b) e8_decode_key_block(c, slot_ptrs(slots, b).data(), out + b * kTok * c.d);
@@ -194,7 +198,7 @@ nb::object decode_keys(const E8LayerCodec& c, U8 slots) {
 }
 
 nb::object score(const E8LayerCodec& c, U8 slots, F32 q_rot) {
-  check_slots(slots, c.d, false, "E8LayerCodec.score");
+  check_key_slots(slots, c, "E8LayerCodec.score");
   want_shape(q_rot, {-1, c.d}, "E8LayerCodec.score: q_rot");
   const size_t nb_ = slots.shape(0), nq = q_rot.shape(0);
   float* out;
@@ -210,6 +214,15 @@ nb::object score(const E8LayerCodec& c, U8 slots, F32 q_rot) {
   return nb::cast(a);
 }
 
+nb::object block_mean_dot(const E8LayerCodec& c, U8 slots, F32 q_rot) {
+  check_key_slots(slots, c, "E8LayerCodec.block_mean_dot");
+  want_shape(q_rot, {c.d}, "E8LayerCodec.block_mean_dot: q_rot");
+  float* out;
+  auto a = owned<float>({slots.shape(0)}, &out);
+  for (size_t b = 0; b < slots.shape(0); ++b) out[b] = e8_block_mean_dot(c, slot_ptrs(slots, b).data(), q_rot.data());
+  return nb::cast(a);
+}
+
 nb::object build_tables(const E8LayerCodec& c, F32 q_rot) {
   want_shape(q_rot, {c.d}, "E8LayerCodec.build_tables: q_rot");
   float* out;
@@ -221,15 +234,19 @@ nb::object build_tables(const E8LayerCodec& c, F32 q_rot) {
   return nb::cast(a);
 }
 
-nb::object score_table(const E8LayerCodec& c, U8 slots, F32 tables) {
-  check_slots(slots, c.d, false, "E8LayerCodec.score_table");
+nb::object score_table(const E8LayerCodec& c, U8 slots, F32 tables, std::optional<F32> q_rot) {
+  check_key_slots(slots, c, "E8LayerCodec.score_table");
   want_shape(tables, {c.d / E8_BLOCK, E8_N_CODES}, "E8LayerCodec.score_table: tables");
   const size_t nb_ = slots.shape(0);
   float* out;
   auto a = owned<float>({nb_ * kTok}, &out);
   {
     nb::gil_scoped_release nogil;
-    for (size_t b = 0; b < nb_; ++b) e8_score_key_block_table(c, slot_ptrs(slots, b).data(), tables.data(), out + b * kTok);
+    for (size_t b = 0; b < nb_; ++b) {
+      const std::vector<const uint8_t*> sp = slot_ptrs(slots, b);
+      const float qm = q_rot ? e8_block_mean_dot(c, sp.data(), q_rot->data()) : 0.0f;
+      e8_score_key_block_table(c, sp.data(), tables.data(), qm, out + b * kTok);
+    }
   }
   return nb::cast(a);
 }
@@ -371,8 +388,13 @@ void bind_e8(nb::module_& m) {
   m.def("e8_decode_values", &decode_values, "slots"_a, "d_v"_a, "Value slots -> (n, 16, d_v).");
 
   nb::class_<E8LayerCodec>(m, "E8LayerCodec", "Per-layer E8 key state: head dim, alpha and rotation.")
-      .def("__init__", [](E8LayerCodec* c, int32_t d, int32_t layer, uint64_t seed) { new (c) E8LayerCodec(e8_layer_codec(d, layer, seed)); },
-           "d"_a, "layer"_a, "seed"_a = E8_DEFAULT_SEED)
+      .def("__init__", [](E8LayerCodec* c, int32_t d, int32_t layer, uint64_t seed, bool block_mean) {
+             new (c) E8LayerCodec(e8_layer_codec(d, layer, seed, block_mean));
+           }, "d"_a, "layer"_a, "seed"_a = E8_DEFAULT_SEED, "block_mean"_a = false,
+           "block_mean: key slots carry their block's fp16 mean (rotated basis) and code the residual "
+           "(alpha x E8_BLOCK_ALPHA_SCALE).")
+      .def_prop_ro("block_mean", [](const E8LayerCodec& c) { return c.block_mean; })
+      .def_prop_ro("key_slot_bytes", [](const E8LayerCodec& c) { return e8_key_slot_bytes(c); })
       .def_prop_ro("d", [](const E8LayerCodec& c) { return c.d; })
       .def_prop_ro("alpha", [](const E8LayerCodec& c) { return c.alpha; })
       .def_prop_ro("rotation", [](const E8LayerCodec& c) {
@@ -386,7 +408,9 @@ void bind_e8(nb::module_& m) {
       .def("decode_keys", &decode_keys, "slots"_a, "Slots -> reconstructed keys (n, 16, d), original basis.")
       .def("score", &score, "slots"_a, "q_rot"_a, "Path (B): <q, k^> for rotated queries (n_q, d) -> (n_q, n*16).")
       .def("build_tables", &build_tables, "q_rot"_a, "Path (A): per-block tables (d/8, 65536) of one rotated query.")
-      .def("score_table", &score_table, "slots"_a, "tables"_a, "Path (A): scores (n*16,) from a query's tables.");
+      .def("score_table", &score_table, "slots"_a, "tables"_a, "q_rot"_a = nb::none(),
+           "Path (A): scores (n*16,) from a query's tables; with block centering pass the rotated query (d,) too.")
+      .def("block_mean_dot", &block_mean_dot, "slots"_a, "q_rot"_a, "<q~, m~> per block (n,): 0 without block centering.");
 
   m.def("v2_encode_tiles", [](F32 x) { return tiles_encode(kV2, x); }, "x"_a, "2-bit per-token value tiles (n, 16, T) -> (n, 6T).");
   m.def("v2_decode_tiles", [](U8 s, int32_t T) { return tiles_decode(kV2, s, T); }, "slots"_a, "tile_dim"_a);

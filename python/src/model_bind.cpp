@@ -142,7 +142,7 @@ void bind_model(nb::module_& m) {
   nb::class_<Context>(m, "Context", "A KV cache and forward pass shared by the sessions decoding together.")
       .def("__init__", [](Context* self, const Model& model, int32_t n_ctx, int32_t n_seq_max, const std::string& cache,
                           uint64_t budget_bytes, int32_t n_ubatch, const std::string& calibration, bool keep_raw,
-                          const std::string& e8_scoring, bool e8_center, int32_t raw_sink) {
+                          const std::string& e8_scoring, nb::handle e8_center, int32_t raw_sink) {
              ContextParams p;
              p.n_ctx = n_ctx;
              p.n_seq_max = n_seq_max;
@@ -152,7 +152,7 @@ void bind_model(nb::module_& m) {
              p.calibration = calibration;
              p.keep_raw = keep_raw;
              p.e8_scoring = e8_scoring;
-             p.e8_center = e8_center;
+             p.e8_center = e8_center_arg(e8_center);
              p.raw_sink = raw_sink;
              nb::gil_scoped_release nogil;
              new (self) Context(model, p);

@@ -32,7 +32,7 @@ struct KVCacheParams {
   std::string model_path;        // where to look for a sidecar
   int32_t raw_window = -1;       // lossy formats: newest tokens kept BF16 (-1 = the format's default)
   std::string e8_scoring = "decode";  // E8: "decode" (decode-in-dot, default) or "table" (the paper's)
-  bool e8_center = false;        // E8: code (k - mean) / scale, per channel, fitted on the first prefill (not in the paper)
+  E8Center e8_center = E8Center::Off;  // E8 key centering (kv_format.h; not in the paper)
   int32_t raw_sink = 0;          // lossy formats: the first tokens of a sequence kept BF16 for good (the
                                  // attention sink), rounded up to 16-token blocks; 0 = the paper's E8
   bool keep_raw = false;         // test hook: calibrate and round as usual but never compress a

@@ -25,6 +25,17 @@ constexpr Named kNames[] = {
 
 }  // namespace
 
+E8Center parse_e8_center(const std::string& name) {
+  if (name == "off") return E8Center::Off;
+  if (name == "global") return E8Center::Global;
+  if (name == "block") return E8Center::Block;
+  throw Error("kv", "invalid_argument", strfmt("e8_center '%s': expected 'off', 'global' or 'block'", name.c_str()));
+}
+
+const char* e8_center_name(E8Center c) {
+  return c == E8Center::Global ? "global" : (c == E8Center::Block ? "block" : "off");
+}
+
 KVFormat parse_kv_format(const std::string& name) {
   for (const Named& n : kNames)
     if (name == n.name) return n.f;

@@ -13,6 +13,17 @@ class Backend;
 struct ModelConfig;
 struct KVCacheParams;
 
+// E8 key centering, options beside the paper's method (bench/results/e8_quality_options.md):
+//   Off     the paper's keys
+//   Global  (k - mean) / sqrt(std) per channel, mean and std fitted on the first prefill
+//   Block   per 16-token block, the block's own mean (rotated basis, fp16 per channel, in the slot)
+//           is subtracted from every key it brings closer to zero; channels are scaled by their
+//           within-block std^0.75, fitted on the first prefill; alpha x 0.8. 100 B per token-head
+//           at d = 128 (the paper's 84 + 16 of means), CPU only.
+enum class E8Center : int32_t { Off = 0, Global = 1, Block = 2 };
+E8Center parse_e8_center(const std::string& name);  // "off", "global", "block"
+const char* e8_center_name(E8Center c);
+
 // What a format measured while finalizing tiles (per K or V), for kv_stats().
 struct CodecStats {
   uint64_t tiles_encoded = 0;    // tiles that moved into slots

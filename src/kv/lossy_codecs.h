@@ -19,19 +19,24 @@ struct E8KVLayer {
   float alpha;
   const E8LayerCodec* host;
   int32_t score_tables;   // 1: the paper's per-query lookup tables (A) on decode steps; 0: decode-in-dot (B)
-  // Key centering (an option, not in the paper): per kv-head mean key, subtracted before encoding
-  // and added back on decode, (n_head_kv, d) in the original and the rotated basis; null when off.
+  // Key centering (options, not in the paper; kv_format.h E8Center): per kv-head mean key,
+  // subtracted before encoding and added back on decode, (n_head_kv, d) in the original and the
+  // rotated basis (zero with block centering, whose means live in the slots); null when off.
   const float* mean;
   const float* mean_rot;
   // With centering, also a per-channel key scale s (n_head_kv, d), original basis: the lattice codes
   // R (k - mean) / s, queries are rotated as R (s * q) and mean_rot is R (mean / s). Null when off.
+  // Global: s = sqrt(std); block: s = (within-block std)^0.75.
   const float* scale;
+  // Block centering: 1 when key slots carry their block's fp16 mean (rotated basis, e8_layout.h):
+  // the lattice codes k~ - m~ for the tokens marked centered, and decoding adds m~ back to them.
+  int32_t block_mean;
 };
 
 class LossyKVCodec final : public KVCodec {
  public:
   LossyKVCodec(KVFormat f, const ModelConfig& cfg, Backend& be, int32_t window, bool e8_tables = false,
-               bool e8_center = false);
+               E8Center e8_center = E8Center::Off);
   ~LossyKVCodec() override;
 
   KVFormat format() const override { return format_; }
@@ -42,7 +47,7 @@ class LossyKVCodec final : public KVCodec {
   void account(const KVFinalizeJob& job, const uint8_t* slot, CodecStats& into) const override;
   bool lossless() const override { return false; }
   // E8 with centering fits its per-head mean and scale on the first prefill, then freezes them.
-  bool ready() const override { return !center_ || centered_; }
+  bool ready() const override { return center_ == E8Center::Off || centered_; }
   void calibrate_add(int32_t layer, const uint16_t* k, const uint16_t* v, int64_t n_tokens) override;
   void calibrate_finish(int32_t n_tokens) override;
 
@@ -55,9 +60,10 @@ class LossyKVCodec final : public KVCodec {
   float* dev_rot_ = nullptr;           // (n_layer, d, d)
   E8KVLayer* dev_layers_ = nullptr;
   void upload_layers();
-  bool tables_ = false, center_ = false, centered_ = false;
+  bool tables_ = false, centered_ = false;
+  E8Center center_ = E8Center::Off;
   int32_t n_layer_ = 0, n_head_kv_ = 0;
-  std::vector<float> mean_;            // (n_layer, n_head_kv, d): mean, then R (mean / scale), then scale
+  std::vector<float> mean_;            // (3, n_layer, n_head_kv, d): mean, then R (mean / scale), then scale
   float* dev_mean_ = nullptr;          // (3, n_layer, n_head_kv, d)
 };
 

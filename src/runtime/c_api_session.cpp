@@ -28,7 +28,10 @@ ContextParams context_params(const gaacrt_session_params& p) {
   c.n_ubatch = p.n_ubatch;
   c.calibration = p.calibration ? p.calibration : "";
   c.raw_sink = p.raw_sink;
-  c.e8_center = p.e8_center != 0;
+  if (p.e8_center < 0 || p.e8_center > 2)
+    throw Error("runtime", "invalid_argument", strfmt("gaacrt_session_params.e8_center = %d: expected 0 (off), 1 (global) "
+                                                      "or 2 (block)", p.e8_center));
+  c.e8_center = static_cast<E8Center>(p.e8_center);
   return c;
 }
 

@@ -21,7 +21,7 @@ struct ContextParams {
   std::string calibration;       // GAAC sidecar; "" = "model.gaac" beside the model if present, else online
   bool keep_raw = false;         // test hook (kv_cache.h)
   std::string e8_scoring = "decode";  // E8 scoring path (kv_cache.h)
-  bool e8_center = false;             // E8 key centering (kv_cache.h)
+  E8Center e8_center = E8Center::Off;  // E8 key centering (kv_format.h)
   int32_t raw_sink = 0;               // lossy formats: leading tokens kept BF16 (kv_cache.h)
 };
 

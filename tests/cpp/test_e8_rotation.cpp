@@ -108,7 +108,7 @@ TEST_CASE(e8_repro_scores_match_dense_decode) {
     e8_score_key_block(c, cs.data(), qr.data(), 2, sb.data());
     for (int32_t hq = 0; hq < 2; ++hq) {
       e8_build_query_tables(qr.data() + hq * d, d, table.data());
-      e8_score_key_block_table(c, cs.data(), table.data(), sa.data());
+      e8_score_key_block_table(c, cs.data(), table.data(), 0.0f, sa.data());
       for (int32_t t = 0; t < 16; ++t) {
         double ref = 0, qn = 0, kn = 0;
         for (int32_t i = 0; i < d; ++i) {

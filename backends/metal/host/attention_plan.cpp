@@ -113,8 +113,9 @@ std::vector<Dispatch> plan_attention(const KVLayerView& kv, const gaacrt::Attent
       kernel = "attention_e8";
       elem = 4;
       x.e8_alpha = static_cast<const E8KVLayer*>(kv.codec)->alpha;
-      if (static_cast<const E8KVLayer*>(kv.codec)->mean)
-        throw Error("backend", "unsupported_format", "metal attention: E8 key centering (e8_center) is not implemented on Metal");
+      if (static_cast<const E8KVLayer*>(kv.codec)->mean || static_cast<const E8KVLayer*>(kv.codec)->block_mean)
+        throw Error("backend", "unsupported_format",
+                    "metal attention: E8 key centering (e8_center=global or block) is not implemented on Metal");
       if (!q_rot) throw Error("backend", "invalid_argument", "metal attention: the E8 cache needs rotated-query scratch");
       break;
     default:

@@ -132,8 +132,9 @@ std::vector<Dispatch> plan_kv_finalize_lossy(const KVLayerView& kv, KVFinalizeJo
       groups.push_back(g);
     }
     const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
-    if (st.mean)
-      throw Error("kv", "unsupported_format", "metal kv_finalize: E8 key centering (e8_center) is not implemented on Metal");
+    if (st.mean || st.block_mean)
+      throw Error("kv", "unsupported_format",
+                  "metal kv_finalize: E8 key centering (e8_center=global or block) is not implemented on Metal");
     a.alpha = st.alpha;
     a.n_groups = (uint32_t)groups.size();
   }

@@ -204,8 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default all cores)")
     ap.add_argument("--cache", default="bf16",
                     help="KV cache format: bf16 (default), gaac, fp8_e4m3+gaac, fp8_e5m2+gaac, e8, q8, kivi2")
-    ap.add_argument("--e8-center", action="store_true",
-                    help="E8: code keys as (k - mean) / sqrt(std) per channel, fitted online (not in the paper)")
+    ap.add_argument("--e8-center", nargs="?", const="global", default="off", choices=["off", "global", "block"],
+                    help="E8 key centering (not in the paper): global = keys coded as (k - mean) / sqrt(std) per channel, "
+                         "fitted online (the flag alone); block = each 16-token block's own mean stored and subtracted "
+                         "(CPU only)")
     ap.add_argument("--raw-sink", type=int, default=0, metavar="N",
                     help="lossy caches: keep the first N tokens BF16 for good (the attention sink)")
     ap.add_argument("--backend", default="auto", help="auto (default), cpu, cuda")

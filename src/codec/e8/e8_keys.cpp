@@ -85,13 +85,54 @@ std::vector<float> bf16_halves_to_f32(const uint16_t* const* pages, int32_t d) {
 
 float e8_alpha(int32_t d) { return d == 128 ? 12.0f : (float)(1.04 * std::sqrt((double)d)); }
 
-E8LayerCodec e8_layer_codec(int32_t d, int32_t layer, uint64_t seed) {
+E8LayerCodec e8_layer_codec(int32_t d, int32_t layer, uint64_t seed, bool block_mean) {
   check_head_dim(d, "e8_layer_codec");
   E8LayerCodec c;
   c.d = d;
-  c.alpha = e8_alpha(d);
+  c.alpha = block_mean ? e8_alpha(d) * E8_BLOCK_ALPHA_SCALE : e8_alpha(d);
+  c.block_mean = block_mean;
   c.rot = e8_haar_rotation(d, seed, layer);
   return c;
+}
+
+// Block centering, on a block's rotated keys kr (16, d), in place: fits m~ and subtracts it from
+// the tokens it brings closer to zero. In fp32, sums in token order:
+//   m0 = fp16(mean of all 16 tokens);  C = {t : |k~_t - m0|^2 < |k~_t|^2}
+//   m~ = fp16(mean over C) (0 when C is empty);  centered = {t : |k~_t - m~|^2 < |k~_t|^2}
+// Outliers (an attention sink far from its block's other keys) stay out of the mean and keep
+// their own code. Returns the mask of tokens NOT centered; mean_bits gets m~ (d fp16).
+uint32_t e8_fit_block_mean(float* kr, int32_t d, uint16_t* mean_bits) {
+  std::vector<float> m(d);
+  auto closer = [&](int32_t t) {  // |k~_t - m|^2 < |k~_t|^2, i.e. <m, m - 2 k~_t> < 0
+    float acc = 0.0f;
+    for (int32_t i = 0; i < d; ++i) acc += m[i] * (m[i] - 2.0f * kr[(size_t)t * d + i]);
+    return acc < 0.0f;
+  };
+  auto fit = [&](uint32_t use) {  // m = fp16(mean over the tokens in `use`)
+    int32_t n = 0;
+    for (int32_t t = 0; t < kTok; ++t) n += (int32_t)((use >> t) & 1u);
+    for (int32_t i = 0; i < d; ++i) {
+      float sum = 0.0f;
+      for (int32_t t = 0; t < kTok; ++t)
+        if ((use >> t) & 1u) sum += kr[(size_t)t * d + i];
+      mean_bits[i] = f32_to_fp16(n ? sum / (float)n : 0.0f);
+      m[i] = fp16_to_f32(mean_bits[i]);
+    }
+  };
+  fit(0xFFFFu);
+  uint32_t use = 0;
+  for (int32_t t = 0; t < kTok; ++t) use |= closer(t) ? 1u << t : 0u;
+  fit(use);
+  uint32_t centered = 0;
+  for (int32_t t = 0; t < kTok; ++t) centered |= closer(t) ? 1u << t : 0u;
+  for (int32_t t = 0; t < kTok; ++t)
+    if ((centered >> t) & 1u)
+      for (int32_t i = 0; i < d; ++i) kr[(size_t)t * d + i] -= m[i];
+  return ~centered & 0xFFFFu;
+}
+
+uint32_t e8_key_slot_bytes(const E8LayerCodec& c) {
+  return c.block_mean ? e8_kc_slot_bytes(e8_tile_dim(c.d)) : e8_k_slot_bytes(e8_tile_dim(c.d));
 }
 
 void e8_encode_rotated(const float* kr, int64_t n, int32_t d, float alpha, uint16_t* codes, float* norms) {
@@ -130,11 +171,20 @@ void e8_encode_key_block(const E8LayerCodec& c, const float* k, uint8_t* const* 
   check_codec(c, "e8_encode_key_block");
   const int32_t d = c.d, T = e8_tile_dim(d), M = d / E8_BLOCK, nq = T / E8_QUAD_DIMS;
   std::vector<float> kr((size_t)kTok * d), norms(kTok);
-  std::vector<uint16_t> codes((size_t)kTok * M);
+  std::vector<uint16_t> codes((size_t)kTok * M), mean_bits;
   e8_rotate(c.rot.data(), d, k, kTok, kr.data());
+  uint32_t raw_tokens = 0;  // bit t: token t coded without the block mean (block centering)
+  if (c.block_mean) {
+    mean_bits.resize(d);
+    raw_tokens = e8_fit_block_mean(kr.data(), d, mean_bits.data());
+  }
   e8_encode_rotated(kr.data(), kTok, d, c.alpha, codes.data(), norms.data());
   for (int32_t h = 0; h < e8_n_half(d); ++h) {
     uint8_t* slot = slots[h];
+    for (int32_t i = 0; c.block_mean && i < T; ++i) {
+      slot[e8_k_mean_offset(T, i)] = (uint8_t)mean_bits[h * T + i];
+      slot[e8_k_mean_offset(T, i) + 1] = (uint8_t)(mean_bits[h * T + i] >> 8);
+    }
     for (int32_t t = 0; t < kTok; ++t) {
       const uint16_t* ct = codes.data() + (size_t)t * M + h * (T / E8_BLOCK);
       for (int32_t q = 0; q < nq; ++q) {
@@ -142,7 +192,7 @@ void e8_encode_key_block(const E8LayerCodec& c, const float* k, uint8_t* const* 
         e8_st32(slot + e8_k_quad_offset(T, t, q), quad.proto);
         e8_st32(slot + e8_k_quad_offset(T, t, q) + 4, quad.signs);
       }
-      e8_st32(slot + e8_k_norm_offset(T, t), f32_to_bits(norms[t]));
+      e8_st32(slot + e8_k_norm_offset(T, t), f32_to_bits(norms[t]) | (((raw_tokens >> t) & 1u) ? E8_NORM_RAW : 0u));
     }
   }
 }
@@ -162,6 +212,8 @@ void e8_decode_key_block(const E8LayerCodec& c, const uint8_t* const* slots, flo
     decode_token_g(slots, d, t, g);
     const float sc = e8_k_norm(slots[0], T, t) / c.alpha;
     for (int32_t i = 0; i < d; ++i) g[i] *= sc;
+    if (c.block_mean && e8_k_centered(slots[0], T, t))
+      for (int32_t i = 0; i < d; ++i) g[i] += e8_k_mean(slots[i / T], T, i % T);
   }
   e8_unrotate(c.rot.data(), d, kr.data(), kTok, k_hat);
 }
@@ -171,11 +223,23 @@ void e8_score_key_block(const E8LayerCodec& c, const uint8_t* const* slots, cons
   check_head_dim(c.d, "e8_score_key_block");
   const int32_t d = c.d, T = e8_tile_dim(d);
   float g[1024];
+  std::vector<float> qm(n_q);  // <q~_h, m~> per query head (block centering)
+  for (int32_t h = 0; h < n_q; ++h) qm[h] = e8_block_mean_dot(c, slots, q_rot + (size_t)h * d);
   for (int32_t t = 0; t < kTok; ++t) {
     decode_token_g(slots, d, t, g);
     const float sc = e8_k_norm(slots[0], T, t) / c.alpha;
-    for (int32_t h = 0; h < n_q; ++h) scores[h * kTok + t] = sc * e8_dot8(q_rot + (size_t)h * d, g, d);
+    const bool centered = c.block_mean && e8_k_centered(slots[0], T, t);
+    for (int32_t h = 0; h < n_q; ++h)
+      scores[h * kTok + t] = sc * e8_dot8(q_rot + (size_t)h * d, g, d) + (centered ? qm[h] : 0.0f);
   }
+}
+
+float e8_block_mean_dot(const E8LayerCodec& c, const uint8_t* const* slots, const float* q_rot) {
+  if (!c.block_mean) return 0.0f;
+  const int32_t d = c.d, T = e8_tile_dim(d);
+  float m[1024];
+  for (int32_t i = 0; i < d; ++i) m[i] = e8_k_mean(slots[i / T], T, i % T);
+  return e8_dot8(q_rot, m, d);
 }
 
 // tables[j][a*256 + s]: the codeword is eps * a' + shift with eps from e = s ^ pi. Split e into its
@@ -211,7 +275,8 @@ void e8_build_query_tables(const float* q_rot, int32_t d, float* tables) {
   }
 }
 
-void e8_score_key_block_table(const E8LayerCodec& c, const uint8_t* const* slots, const float* tables, float* scores) {
+void e8_score_key_block_table(const E8LayerCodec& c, const uint8_t* const* slots, const float* tables, float q_mean,
+                              float* scores) {
   check_head_dim(c.d, "e8_score_key_block_table");
   const int32_t d = c.d, T = e8_tile_dim(d), nq = T / E8_QUAD_DIMS;
   for (int32_t t = 0; t < kTok; ++t) {
@@ -222,7 +287,7 @@ void e8_score_key_block_table(const E8LayerCodec& c, const uint8_t* const* slots
         const int32_t j0 = (h * T + q * E8_QUAD_DIMS) / E8_BLOCK;
         for (int32_t i = 0; i < E8_QUAD; ++i) s += tables[(size_t)(j0 + i) * E8_N_CODES + e8_quad_code(quad, i)];
       }
-    scores[t] = e8_k_norm(slots[0], T, t) / c.alpha * s;
+    scores[t] = e8_k_norm(slots[0], T, t) / c.alpha * s + (c.block_mean && e8_k_centered(slots[0], T, t) ? q_mean : 0.0f);
   }
 }
 

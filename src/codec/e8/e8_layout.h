@@ -18,6 +18,15 @@
 //                   sign word} of blocks 4q..4q+3 of this half (e8_codebook.h "Quads")
 //   4T      64      norms: float32 [16]; n_t = |k~_t| over the whole head (same in every half)
 //   total   4T + 64 (576 B for T = 128, 320 B for T = 64)
+// ---- K slot with block centering (an option, not in the paper: e8_center = block) ---------
+//   0       4T + 64 as above, but the codes and norms are of the residual k~ - m~
+//   4T + 64 2T      block mean: fp16 [T], m~_c of rotated channel h*T + c (e8_keys.cpp says how
+//                   it is fitted); bit 31 of a token's norm (E8_NORM_RAW) says the token was
+//                   coded without it: an outlier, such as an attention sink, that the block mean
+//                   would move further from zero
+//   total   6T + 64 (832 B for T = 128: 52 B per token-head of key, 100 B with values)
+//   Decoding adds m~ back to every centered token: k^~ = m~ + (|n| / alpha) g, so a score is
+//   <q~, m~> (once per block and query head) + the usual lattice dot product.
 // ---- V slot: the v2 tile of asym2.h (per token, groups of 32, fp16 D and z): 6T bytes
 //   (768 B for T = 128). Values are not rotated; each half is independent.
 //
@@ -50,6 +59,12 @@ GAACRT_HD uint32_t e8_k_quad_offset(int32_t T, int32_t t, int32_t q) {
   return 8u * (uint32_t)(t * (T / E8_QUAD_DIMS) + q);
 }
 GAACRT_HD uint32_t e8_k_norm_offset(int32_t T, int32_t t) { return 4u * (uint32_t)T + 4u * (uint32_t)t; }
+// Block centering: the slot grows by the fp16 block mean of its T rotated channels, and a set
+// sign bit on a token's (non-negative) norm marks a token coded without the mean.
+constexpr uint32_t E8_NORM_RAW = 0x80000000u;
+GAACRT_HD uint32_t e8_kc_slot_bytes(int32_t T) { return e8_k_slot_bytes(T) + 2u * (uint32_t)T; }
+GAACRT_HD uint32_t e8_k_mean_offset(int32_t T, int32_t c) { return e8_k_slot_bytes(T) + 2u * (uint32_t)c; }
+GAACRT_STATIC_ASSERT((6 * 128 + 64) / 16 + 3 * 128 / 8 == 100, "block-centered E8 = 100 B per token-head at d = 128");
 GAACRT_STATIC_ASSERT(4 * 128 + 64 == 16 * 36, "K slot = 36 B per token at T = 128 (spec §5.4)");
 
 GAACRT_HD uint32_t e8_k_bytes_per_token_head(int32_t d) {
@@ -74,7 +89,16 @@ GAACRT_HD E8Quad e8_k_quad(const GAACRT_DEVICE uint8_t* slot, int32_t T, int32_t
   return r;
 }
 GAACRT_HD float e8_k_norm(const GAACRT_DEVICE uint8_t* slot, int32_t T, int32_t t) {
-  return bits_to_f32(e8_ld32(slot + e8_k_norm_offset(T, t)));
+  return bits_to_f32(e8_ld32(slot + e8_k_norm_offset(T, t)) & ~E8_NORM_RAW);
+}
+// Block-centered slots: whether token t was coded as k~ - m~ (the E8_NORM_RAW bit is clear).
+GAACRT_HD bool e8_k_centered(const GAACRT_DEVICE uint8_t* slot, int32_t T, int32_t t) {
+  return (e8_ld32(slot + e8_k_norm_offset(T, t)) & E8_NORM_RAW) == 0u;
+}
+// Block mean of rotated channel c of this half (block-centered slots only).
+GAACRT_HD float e8_k_mean(const GAACRT_DEVICE uint8_t* slot, int32_t T, int32_t c) {
+  const GAACRT_DEVICE uint8_t* p = slot + e8_k_mean_offset(T, c);
+  return fp16_to_f32((uint16_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8)));
 }
 
 // <q, g> of block i of a quad against 8 query values in natural order: the packed-table word is

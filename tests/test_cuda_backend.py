@@ -53,6 +53,23 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < tol
 
 
+@pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS],
+                         ids=lambda t: t.name)
+@pytest.mark.parametrize("n_tok", [9, 70, 130])
+def test_cuda_mma_matmul_matches_float64(cuda, cpu, t, n_tok, monkeypatch):
+    # The tensor-core prefill path (matmul_mma.cu, GAACRT_CUDA_MMA_MATMUL=1): bf16 hi + lo parts of
+    # weights and activations, three products, fp32 accumulation — close to fp32. 101 rows and
+    # 130 tokens leave partial tiles; 7 blocks of 32 columns a partial column step.
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "1")
+    rng = np.random.default_rng(11 * int(t) + n_tok)
+    bs = gguf.GGML_QUANT_SIZES[t][0]
+    raw = random_rows(t, 101, bs * (3 if bs == 256 else 7), rng)
+    x = rng.standard_normal((n_tok, raw.shape[1] // gguf.GGML_QUANT_SIZES[t][1] * bs)).astype(np.float32)
+    ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
+    y = cuda.matmul(raw, int(t), x)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-4
+
+
 @pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K], ids=lambda t: t.name)
 def test_cuda_int8_matvec_agrees_with_the_fp32_path(cuda, cpu, t):
     # 8 tokens take the dp4a path, 9 the fp32 reference path: same weights, same first 8 rows.

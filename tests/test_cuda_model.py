@@ -35,6 +35,12 @@ def test_cuda_model_logits_match_cpu(model_path):
     assert_close_logits(b, a)
 
 
+def test_cuda_model_logits_with_the_mma_prefill_match_cpu(model_path, monkeypatch):
+    # The same comparison with prefill matmuls on tensor cores (matmul_mma.cu, off by default).
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "1")
+    test_cuda_model_logits_match_cpu(model_path)
+
+
 def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):
     gpu = gaacrt.Model(str(model_path), backend="cuda")
     rng = np.random.default_rng(4)

@@ -3,12 +3,13 @@
 // Decode-sized calls (up to 8 tokens) of quantized weights go to matvec_q8.cu: int8 activations,
 // __dp4a integer dot products. The rest (prefill, float weights) take the reference path here:
 // one warp per (row, token), each lane dequantizes whole blocks through the portable
-// dequant_block() and accumulates in fp32, then a warp reduction (a tensor-core prefill path is
-// still to come).
+// dequant_block() and accumulates in fp32, then a warp reduction. A tensor-core path for
+// quantized weights (matmul_mma.cu) is written but off until it has run on a GPU.
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "matmul_mma.cuh"
 #include "matvec_q8.cuh"
 #include "quant/dequant.h"
 
@@ -80,6 +81,10 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
     // quantization costs more than the second launch (a large LM head).
     if (w.n_rows <= kSelfMaxRows && matvec_q8_self(w, x, n_tok, y, bias, stream_)) return;
     matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_);
+    return;
+  }
+  if (mma_matmul_enabled() && matmul_mma(w, x, n_tok, y, bias, stream_)) {  // tensor cores (matmul_mma.cu)
+    GAACRT_CUDA_CHECK(cudaGetLastError());
     return;
   }
   constexpr int kRowsPerBlock = 4;

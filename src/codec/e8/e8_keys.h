@@ -59,7 +59,8 @@ void e8_encode_key_block_bf16(const E8LayerCodec& c, const uint16_t* const* page
 void e8_decode_key_block(const E8LayerCodec& c, const uint8_t* const* slots, float* k_hat /* (16, d) */);
 
 // (B) decode-in-dot: scores[h][t] = (n_t / alpha) sum_j <q~_h^(j), g(z_tj)> (+ <q~_h, m~> on the
-// tokens block centering centered). Each key is decoded once and dotted with all n_q query heads (GQA). On the CPU the 1 KiB packed table is expanded
+// tokens block centering centered). Each key is decoded once and dotted with all n_q query heads
+// (GQA). On the CPU the 1 KiB packed table is expanded
 // once into 8 KiB of base points and 8 KiB of sign masks (spec §3 allows it on CPUs), so a block
 // is (base XOR mask) + shift in SIMD lanes; GPU kernels use the 1 KiB form of e8_codebook.h.
 void e8_score_key_block(const E8LayerCodec& c, const uint8_t* const* slots, const float* q_rot /* (n_q, d) */,

@@ -5,7 +5,7 @@ batched decode speed). The model is bench/gen_8b.py's random-weight GGUF; llama-
 same file (bench/llama_bench_gpu.sh, bench/gpu_e2e_visit.sh).
 
     python3 bench/cuda_e2e.py MODEL [--caches bf16,gaac,e8] [--depths 0,32768,65536] [--n-gen 128]
-                              [--pp 512] [--prefill 2048] [--kv-budget-gib 20] [--budget-depth 65536]
+                              [--pp 512] [--prefill 512] [--kv-budget-gib 20] [--budget-depth 65536]
                               [--json OUT.json] [--backend cuda]
     python3 bench/cuda_e2e.py --report OURS.json [--llama-json LLAMA.json]   # the comparison table
 
@@ -25,8 +25,8 @@ pp512: one 512-token eval on an empty sequence (one ubatch), median of 3 after a
 format already calibrated; GAAC/E8 block encoding is included, as in any real prefill.
 
 GAAC's compression ratio, and so its speed, depends on the KV's exponent statistics; this KV comes
-from random weights, not a real model (issue 7 asks for GAAC timings on recorded KV: this bench
-does not provide that). The codec ratio and raw-tile share are printed beside each timing.
+from random weights, not a real model (GAAC attention on KV recorded from SmolLM2 and Gemma-3 is
+bench/cuda_attention.py --kv). The codec ratio and raw-tile share are printed beside each timing.
 
 Equal memory: per format, the bytes one sequence holds at --budget-depth (+ the generated tokens)
 come from kv_stats of the single-sequence run at that depth; "fits (bytes)" = floor(budget / that).
@@ -287,7 +287,9 @@ def main() -> None:
     ap.add_argument("--depths", default="0,32768,65536")
     ap.add_argument("--n-gen", type=int, default=128)
     ap.add_argument("--pp", type=int, default=512, help="prefill test length at depth 0 (0: skip)")
-    ap.add_argument("--prefill", type=int, default=2048, help="real prompt before the cache is grown by repetition")
+    # 512 (one ubatch: GAAC calibrates online on the first ubatch whatever the prompt's length):
+    # with the reference prefill matmul a 2,048-token fill took ~58 s on the 8B shape, per depth.
+    ap.add_argument("--prefill", type=int, default=512, help="real prompt before the cache is grown by repetition")
     ap.add_argument("--kv-budget-gib", type=float, default=20.0, help="equal-memory budget (0: skip)")
     ap.add_argument("--budget-depth", type=int, default=65536)
     ap.add_argument("--max-seqs", type=int, default=16)

@@ -163,3 +163,16 @@ def test_a_prompt_that_fills_the_context_in_one_chunk_is_still_compressed(smollm
     st = s.kv_stats()
     assert st["k"]["raw_tile_share"] < 0.05 and st["v"]["raw_tile_share"] < 0.05, st
     assert st["resident_ratio"] > 1.3, st
+
+
+def test_sliding_window_model_fills_its_whole_context(gemma):
+    # Gemma-3's sliding-window layers finalize blocks into slots and release old ones every chunk;
+    # the part-empty slot chunks that leaves once made a 2,000-token prompt in a 2,048-token
+    # context fail with arena_full at its fourth chunk. The default arena must hold the context.
+    s = gemma.session(n_ctx=2048, cache="gaac")
+    toks = text(gemma, GPL, 2048)
+    s.eval(toks[:2000])
+    for t in toks[2000:]:
+        s.eval([t])
+    assert s.n_past == 2048
+    assert s.kv_stats()["resident_ratio"] > 1.2

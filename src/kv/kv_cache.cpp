@@ -42,10 +42,16 @@ KVCache::KVCache(const ModelConfig& cfg, Backend& be, const KVCacheParams& p) : 
   } else {
     // Enough raw pages for n_seq_max full-length sequences (compression only ever frees pages);
     // sliding-window layers hold at most the window plus one prefill chunk plus partial blocks.
+    // With a compressing format they get one more chunk's worth: a step finalizes its blocks into
+    // slots before the blocks that left the window give theirs back, and the freed slots leave
+    // slot chunks part-empty that pages cannot use (seen: Gemma-3, GAAC, n_ctx 2048, a 2,000-token
+    // prompt ran out of pages at its fourth 512-token chunk).
+    const bool compressing = p.format != KVFormat::BF16 && !p.keep_raw;
+    const int32_t swa_tokens = cfg.sliding_window + p.n_ubatch * (compressing ? 2 : 1);
     uint64_t per_seq = 0;
     for (int il = 0; il < cfg.n_layer; ++il) {
       int32_t blocks = max_blocks_;
-      if (cfg.is_swa(il)) blocks = std::min(blocks, ceil_div(cfg.sliding_window + p.n_ubatch, KV_BLOCK_TOKENS) + 2);
+      if (cfg.is_swa(il)) blocks = std::min(blocks, ceil_div(swa_tokens, KV_BLOCK_TOKENS) + 2);
       per_seq += (uint64_t)blocks * cfg.n_head_kv * 2 * n_half_;
     }
     n_pages = per_seq * p.n_seq_max;
@@ -55,7 +61,7 @@ KVCache::KVCache(const ModelConfig& cfg, Backend& be, const KVCacheParams& p) : 
     // 0.998). Pages are allocated block by block, so once one block's tiles have slots its pages
     // free whole chunks and the rest rolls on: one block's worth of pages (slots are smaller) plus
     // one chunk per slot class is enough.
-    if (p.format != KVFormat::BF16 && !p.keep_raw)
+    if (compressing)
       n_pages += (uint64_t)cfg.n_layer * cfg.n_head_kv * 2 * n_half_ + 2 * KV_CHUNK_PAGES;
   }
   const uint64_t n_chunks = (n_pages + KV_CHUNK_PAGES - 1) / KV_CHUNK_PAGES;

@@ -52,17 +52,17 @@ void CudaBackend::dequantize(const WeightView& w, float* dst) {
   const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     const int64_t bpr = w.n_cols / BT::qk;
-    launch_kernel(dequantize_blocks_kernel<typename BT::block, BT::qk>, grid_for(w.n_rows * bpr, kThreads), kThreads, 0, stream_,
-                  src, dst, w.n_rows, bpr, w.row_stride);
+    launch_kernel(dequantize_blocks_kernel<typename BT::block, BT::qk>, grid_for(w.n_rows * bpr, kThreads), kThreads,
+                  0, stream_, src, dst, w.n_rows, bpr, w.row_stride);
   });
   if (!quantized) {
     const int64_t n = w.n_rows * w.n_cols;
-    if (w.type == GGMLType::F32)
-      launch_kernel(dequantize_float_kernel<0>, grid_for(n, kThreads), kThreads, 0, stream_, src, dst, w.n_rows, w.n_cols, w.row_stride);
-    else if (w.type == GGMLType::F16)
-      launch_kernel(dequantize_float_kernel<1>, grid_for(n, kThreads), kThreads, 0, stream_, src, dst, w.n_rows, w.n_cols, w.row_stride);
-    else
-      launch_kernel(dequantize_float_kernel<2>, grid_for(n, kThreads), kThreads, 0, stream_, src, dst, w.n_rows, w.n_cols, w.row_stride);
+    auto run = [&](auto kernel) {
+      launch_kernel(kernel, grid_for(n, kThreads), kThreads, 0, stream_, src, dst, w.n_rows, w.n_cols, w.row_stride);
+    };
+    if (w.type == GGMLType::F32) run(dequantize_float_kernel<0>);
+    else if (w.type == GGMLType::F16) run(dequantize_float_kernel<1>);
+    else run(dequantize_float_kernel<2>);
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

@@ -45,8 +45,9 @@ void CudaBackend::add(float* y, const float* x, int64_t n) {
 
 void CudaBackend::act_mul(const float* g, const float* u, int64_t n, Activation act, float* h) {
   if (n <= 0) return;
-  if (act == Activation::SiLU) launch_kernel(act_mul_kernel<0>, grid_for_items(n, kThreads), kThreads, 0, stream_, g, u, n, h);
-  else if (act == Activation::GeluTanh) launch_kernel(act_mul_kernel<1>, grid_for_items(n, kThreads), kThreads, 0, stream_, g, u, n, h);
+  auto run = [&](auto kernel) { launch_kernel(kernel, grid_for_items(n, kThreads), kThreads, 0, stream_, g, u, n, h); };
+  if (act == Activation::SiLU) run(act_mul_kernel<0>);
+  else if (act == Activation::GeluTanh) run(act_mul_kernel<1>);
   else throw Error("backend", "invalid_argument", strfmt("cuda act_mul: unknown activation %d", (int)act));
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

@@ -53,16 +53,16 @@ void CudaBackend::get_rows(const WeightView& emb, const int32_t* ids, int64_t n,
   const unsigned grid = (unsigned)n;
   const bool quantized = dispatch_block_type(emb.type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(get_rows_blocks_kernel<typename BT::block, BT::qk>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids,
-                  scale, out);
+    launch_kernel(get_rows_blocks_kernel<typename BT::block, BT::qk>, grid, kThreads, 0, stream_, src, emb.row_stride,
+                  emb.n_cols, ids, scale, out);
   });
   if (!quantized) {
-    if (emb.type == GGMLType::F32)
-      launch_kernel(get_rows_float_kernel<0>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids, scale, out);
-    else if (emb.type == GGMLType::F16)
-      launch_kernel(get_rows_float_kernel<1>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids, scale, out);
-    else
-      launch_kernel(get_rows_float_kernel<2>, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids, scale, out);
+    auto run = [&](auto kernel) {
+      launch_kernel(kernel, grid, kThreads, 0, stream_, src, emb.row_stride, emb.n_cols, ids, scale, out);
+    };
+    if (emb.type == GGMLType::F32) run(get_rows_float_kernel<0>);
+    else if (emb.type == GGMLType::F16) run(get_rows_float_kernel<1>);
+    else run(get_rows_float_kernel<2>);
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

@@ -91,14 +91,17 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
   const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(n_tok));
   const dim3 block(kRowsPerBlock * kWarp);
   const auto* wp = static_cast<const uint8_t*>(w.data);
+  auto run = [&](auto kernel) {
+    launch_kernel(kernel, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+  };
   const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matmul_blocks_kernel<typename BT::block, BT::qk>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    run(matmul_blocks_kernel<typename BT::block, BT::qk>);
   });
   if (!quantized) {
-    if (w.type == GGMLType::F32) launch_kernel(matmul_float_kernel<0>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
-    else if (w.type == GGMLType::F16) launch_kernel(matmul_float_kernel<1>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
-    else launch_kernel(matmul_float_kernel<2>, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
+    if (w.type == GGMLType::F32) run(matmul_float_kernel<0>);
+    else if (w.type == GGMLType::F16) run(matmul_float_kernel<1>);
+    else run(matmul_float_kernel<2>);
   }
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

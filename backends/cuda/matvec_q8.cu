@@ -392,12 +392,13 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
   // fp32 scales after the int8 values, 16-byte aligned (n_cols is a multiple of 32).
   auto* xd = reinterpret_cast<float*>(xq + n_tok * w.n_cols);
   float* xs = xd + n_blocks;
-  launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream, x, n_blocks, xq, xd, xs);
+  launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream,
+      x, n_blocks, xq, xd, xs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
+    launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream,
         static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
@@ -443,7 +444,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
       dispatch_block_type(w[i].type, [&](auto bt) {
         using BT = decltype(bt);
-        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
+        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream,
             static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
             a.s, y[i], bias ? bias[i] : nullptr);
       });
@@ -464,7 +465,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   }
   dispatch_block_type(w[0].type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream, 
+    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
         m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
@@ -482,10 +483,10 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
     if (act == Activation::SiLU)
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
     else
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream, 
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream,
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
@@ -500,10 +501,10 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
   dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     if (accumulate)
-      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, true>, grid, kSelfRows * kWarpSize, smem, stream, 
+      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, true>, grid, kSelfRows * kWarpSize, smem, stream,
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
     else
-      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, false>, grid, kSelfRows * kWarpSize, smem, stream, 
+      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, false>, grid, kSelfRows * kWarpSize, smem, stream,
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());

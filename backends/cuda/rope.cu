@@ -140,8 +140,8 @@ void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_di
   if (n_tok <= 0 || n_heads <= 0) return;
   const RopeConst c = rope_const(p, head_dim);
   const int64_t n = n_tok * c.half;
-  launch_kernel(rope_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_, x, n_tok, n_heads, head_dim, pos,
-                                                                                  p.freq_factors, c);
+  launch_kernel(rope_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_, x, n_tok, n_heads,
+                head_dim, pos, p.freq_factors, c);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -157,7 +157,7 @@ void CudaBackend::qk_rope_store(float* q, float* k, const float* v, int64_t n_to
   }
   const RopeConst c = rope_const(rope, kv.head_dim_k);
   const int64_t n = n_tok * c.half;
-  launch_kernel(rope_store_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_, 
+  launch_kernel(rope_store_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_,
       q, k, v, n_tok, n_head, kv.head_dim_k, pos, rope.freq_factors, c, kv, slots);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

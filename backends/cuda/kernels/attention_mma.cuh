@@ -183,7 +183,8 @@ __device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid
 // blocks' table entries.
 template <int kD, bool kGaac>
 __device__ __forceinline__ uint64_t* stage_bars(uint8_t* wbase, uint32_t kv_bytes) {
-  return reinterpret_cast<uint64_t*>(wbase + stages_for<kD>() * 2 * kv_bytes + (kGaac ? 2 * TileGeom<kD>::kTileBytes : 0));
+  const uint32_t decoded = kGaac ? 2 * TileGeom<kD>::kTileBytes : 0;  // GAAC's decoded K and V tiles
+  return reinterpret_cast<uint64_t*>(wbase + stages_for<kD>() * 2 * kv_bytes + decoded);
 }
 __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD) {
   const uint32_t stages = kD > 128 ? 2 : kStages;

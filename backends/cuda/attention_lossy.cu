@@ -170,11 +170,7 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: lossy cache head dims %d/%d (tile %d x %d) unsupported (32, 64, 96, 128, 256)",
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, T));
-  if (kv.format == KVFormat::E8 && !kv.codec)
-    throw Error("backend", "invalid_argument", "cuda attention: E8 cache without its layer state");
-  if (kv.format == KVFormat::E8 && kv.slot_bytes[0] != e8_k_slot_bytes(T))  // the block means' bigger slots
-    throw Error("backend", "unsupported_format", "cuda attention: E8 block centering (e8_center=block) is not "
-                "implemented on CUDA");
+  check_e8_view(kv, T, "attention");
   if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
   const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
   const size_t units = (size_t)n_seqs * kv.n_head_kv;

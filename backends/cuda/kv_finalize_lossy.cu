@@ -99,25 +99,11 @@ __device__ void encode_e8_keys(const KVLayerView& kv, const KVFinalizeJob* jobs,
   }
 }
 
-// v2 tile (asym2.h): token t, group g of 32 channels, as v2_encode_tile.
+// v2 tile (asym2.h): token t, group g of 32 channels.
 __device__ void encode_v2_group(const uint16_t* raw, int32_t T, int32_t t, int32_t g, uint8_t* slot) {
   float v[ASYM2_VGROUP];
   for (int i = 0; i < ASYM2_VGROUP; ++i) v[i] = bf16_to_f32(raw[t * T + g * ASYM2_VGROUP + i]);
-  float mn = v[0], mx = v[0];
-  for (int i = 1; i < ASYM2_VGROUP; ++i) {
-    mn = v[i] < mn ? v[i] : mn;
-    mx = v[i] > mx ? v[i] : mx;
-  }
-  const Asym2Params p = asym2_params(mn, mx);
-  uint8_t* pp = slot + v2_params_offset(T, t, g);
-  st16(pp, p.scale_bits);
-  st16(pp + 2, p.zero_bits);
-  uint8_t* codes = slot + v2_codes_offset(T, t) + g * (ASYM2_VGROUP / 4);
-  for (int b = 0; b < ASYM2_VGROUP / 4; ++b) {
-    uint32_t byte = 0;
-    for (int i = 0; i < 4; ++i) byte |= asym2_code(v[4 * b + i], p) << (2 * i);
-    codes[b] = (uint8_t)byte;
-  }
+  v2_encode_group(v, T, t, g, slot);
 }
 
 __device__ void encode_q8_group(const uint16_t* raw, int32_t T, int32_t t, int32_t g, uint8_t* slot) {
@@ -196,11 +182,7 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
                 strfmt("cuda kv_finalize: %s cache with head dims %d/%d (tile %d x %d) is unsupported (tiles of 32..128 "
                        "channels, multiples of 32, at most two)", kv.format == KVFormat::E8 ? "e8" : "q8/kivi2",
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, T));
-  if (kv.format == KVFormat::E8 && !kv.codec)
-    throw Error("backend", "invalid_argument", "cuda kv_finalize: E8 cache without its layer state");
-  if (kv.format == KVFormat::E8 && kv.slot_bytes[0] != e8_k_slot_bytes(T))  // the block means' bigger slots
-    throw Error("backend", "unsupported_format", "cuda kv_finalize: E8 block centering (e8_center=block) is not "
-                "implemented on CUDA");
+  check_e8_view(kv, T, "kv_finalize");
   if (n_jobs > 0x7fffffff) throw Error("backend", "invalid_argument", "cuda kv_finalize: too many jobs");
   launch_kernel(finalize_kernel, (unsigned)n_jobs, kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());

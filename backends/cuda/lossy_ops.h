@@ -4,11 +4,24 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "codec/e8/e8_layout.h"
+#include "common/error.h"
 #include "kv/kv_view.h"
 
 namespace gaacrt::cuda::lossy {
 
 inline bool is_lossy(KVFormat f) { return f == KVFormat::E8 || f == KVFormat::Q8 || f == KVFormat::KIVI2; }
+
+// What both ops need of an E8 cache view (tiles of T channels): its layer state, and the paper's
+// slots — block centering (e8_center=block) has bigger key slots and no CUDA kernels yet.
+inline void check_e8_view(const KVLayerView& kv, int32_t T, const char* op) {
+  if (kv.format != KVFormat::E8) return;
+  if (!kv.codec) throw Error("backend", "invalid_argument", strfmt("cuda %s: E8 cache without its layer state", op));
+  if (kv.slot_bytes[0] != e8_k_slot_bytes(T))
+    throw Error("backend", "unsupported_format",
+                strfmt("cuda %s: E8 block centering (e8_center=block) runs on the CPU backend only; CUDA has no "
+                       "kernels for it", op));
+}
 
 // Encodes each job's raw BF16 tile into its slot with the portable codecs (byte-identical to the
 // CPU backend's backends/cpu/kv_finalize_lossy.cpp); jobs live in device memory.

@@ -353,15 +353,7 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
                   float* __restrict__ xn, int8_t* __restrict__ xq, float* __restrict__ xd, float* __restrict__ xs) {
   pdl_begin();
   const float* xr = x + blockIdx.x * dim;
-  double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
-  ss = warp_sum_f64(ss);
-  __shared__ double part[kNormThreads / kWarpSize];
-  if (threadIdx.x % kWarpSize == 0) part[threadIdx.x / kWarpSize] = ss;
-  __syncthreads();
-  double total = 0.0;
-  for (int i = 0; i < kNormThreads / kWarpSize; ++i) total += part[i];
-  const float inv = (float)(1.0 / sqrt(total / (double)dim + (double)eps));
+  const float inv = row_inv_rms<kNormThreads>(xr, dim, eps);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t n_sub = dim / 32, b0 = (int64_t)blockIdx.x * n_sub;
   for (int64_t sb = warp; sb < n_sub; sb += kNormThreads / kWarpSize) {

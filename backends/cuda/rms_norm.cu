@@ -14,15 +14,7 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, flo
   pdl_begin();
   const float* xr = x + blockIdx.x * dim;
   float* yr = y + blockIdx.x * dim;
-  double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
-  ss = warp_sum_f64(ss);
-  __shared__ double part[kThreads / kWarpSize];
-  if (threadIdx.x % kWarpSize == 0) part[threadIdx.x / kWarpSize] = ss;
-  __syncthreads();
-  double total = 0.0;
-  for (int i = 0; i < kThreads / kWarpSize; ++i) total += part[i];
-  const float inv = (float)(1.0 / sqrt(total / (double)dim + (double)eps));
+  const float inv = row_inv_rms<kThreads>(xr, dim, eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
 }
 

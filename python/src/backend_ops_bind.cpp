@@ -45,13 +45,23 @@ struct Buf {
   float* f() const { return static_cast<float*>(p); }
 };
 
-OutF32 new_array(std::vector<size_t> shape, float** data) {
-  size_t n = 1;
-  for (size_t s : shape) n *= s;
-  float* buf = new float[n ? n : 1];
-  *data = buf;
-  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
-  return OutF32(buf, shape.size(), shape.data(), owner);
+// A one-layer cache view of n_ctx tokens, hkv heads of d channels (tiles of at most 128), and its
+// block table with the pages in reverse order (a kernel must follow the table, not assume order).
+KVLayerView one_layer_view(KVFormat f, int32_t hkv, int32_t d, int32_t n_ctx, const char* op,
+                           std::vector<uint32_t>& table) {
+  KVLayerView kv{};
+  kv.format = f;
+  kv.n_head_kv = hkv;
+  kv.head_dim_k = kv.head_dim_v = d;
+  kv.tile_dim = d < KV_TILE_MAX_DIM ? d : KV_TILE_MAX_DIM;
+  if (d % kv.tile_dim) throw nb::value_error(strfmt("%s: head dim %d is not whole tiles of 128", op, d).c_str());
+  kv.n_half = d / kv.tile_dim;
+  kv.max_blocks = (n_ctx + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS;
+  kv.page_bytes = (uint64_t)KV_BLOCK_TOKENS * kv.tile_dim * 2;
+  kv.chunk_bytes = KV_CHUNK_PAGES * kv.page_bytes;
+  table.resize((size_t)hkv * 2 * kv.n_half * kv.max_blocks);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = (uint32_t)(table.size() - 1 - i);
+  return kv;
 }
 
 std::vector<size_t> shape_of(const F32& a) {
@@ -64,7 +74,7 @@ std::vector<size_t> shape_of(const F32& a) {
 template <typename Op>
 OutF32 in_place(Backend& be, const F32& x, Op op) {
   float* out;
-  OutF32 arr = new_array(shape_of(x), &out);
+  OutF32 arr = owned<float>(shape_of(x), &out);
   nb::gil_scoped_release nogil;
   Buf xd(be, x.size() * 4, x.data());
   op(xd.f());
@@ -82,21 +92,11 @@ OutF32 attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, int32_t slidi
                           "multiple of n_head_kv");
   const int32_t n_ctx = (int32_t)k.shape(0), hkv = (int32_t)k.shape(1), d = (int32_t)k.shape(2);
   const int32_t n_q = (int32_t)q.shape(0), n_head = (int32_t)q.shape(1);
-  KVLayerView kv{};
-  kv.format = KVFormat::BF16;
-  kv.n_head_kv = hkv;
-  kv.head_dim_k = kv.head_dim_v = d;
-  kv.tile_dim = d < KV_TILE_MAX_DIM ? d : KV_TILE_MAX_DIM;
-  if (d % kv.tile_dim) throw nb::value_error(strfmt("attention: head dim %d is not whole tiles of 128", d).c_str());
-  kv.n_half = d / kv.tile_dim;
-  kv.max_blocks = (n_ctx + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS;
-  kv.page_bytes = (uint64_t)KV_BLOCK_TOKENS * kv.tile_dim * 2;
-  kv.chunk_bytes = KV_CHUNK_PAGES * kv.page_bytes;
-  const int64_t n_entries = (int64_t)hkv * 2 * kv.n_half * kv.max_blocks;
-  std::vector<uint32_t> table(n_entries);
-  for (int64_t i = 0; i < n_entries; ++i) table[i] = (uint32_t)(n_entries - 1 - i);
+  std::vector<uint32_t> table;
+  KVLayerView kv = one_layer_view(KVFormat::BF16, hkv, d, n_ctx, "attention", table);
+  const int64_t n_entries = (int64_t)table.size();
   float* out;
-  OutF32 arr = new_array({(size_t)n_q, (size_t)n_head, (size_t)d}, &out);
+  OutF32 arr = owned<float>({(size_t)n_q, (size_t)n_head, (size_t)d}, &out);
   nb::gil_scoped_release nogil;
   Buf arena(be, n_entries * kv.page_bytes), tab(be, n_entries * 4, table.data());
   kv.arena = static_cast<uint8_t*>(arena.p);
@@ -116,16 +116,6 @@ OutF32 attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, int32_t slidi
 
 using OutU8 = nb::ndarray<nb::numpy, uint8_t>;
 using OutI32 = nb::ndarray<nb::numpy, int32_t>;
-
-template <typename T, typename Out>
-Out new_typed(std::vector<size_t> shape, T** data) {
-  size_t n = 1;
-  for (size_t s : shape) n *= s;
-  T* buf = new T[n ? n : 1];
-  *data = buf;
-  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return Out(buf, shape.size(), shape.data(), owner);
-}
 
 // The same for a one-layer lossy cache (e8, q8, kivi2): every token goes to a raw page through
 // kv_store, the blocks older than the raw window are compressed by kv_finalize (slots in chunks
@@ -149,36 +139,26 @@ nb::tuple lossy_attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, cons
   cfg.n_head = n_head;
   cfg.n_head_kv = hkv;
   cfg.head_dim_k = cfg.head_dim_v = d;
-  KVLayerView kv{};
-  kv.format = f;
-  kv.n_head_kv = hkv;
-  kv.head_dim_k = kv.head_dim_v = d;
-  kv.tile_dim = d < KV_TILE_MAX_DIM ? d : KV_TILE_MAX_DIM;
-  if (d % kv.tile_dim) throw nb::value_error("lossy_attention: head dim is not whole tiles of 128");
-  kv.n_half = d / kv.tile_dim;
-  kv.max_blocks = (n_ctx + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS;
-  kv.page_bytes = (uint64_t)KV_BLOCK_TOKENS * kv.tile_dim * 2;
-  kv.chunk_bytes = KV_CHUNK_PAGES * kv.page_bytes;
-  const int64_t n_entries = (int64_t)hkv * 2 * kv.n_half * kv.max_blocks;
-  std::vector<uint32_t> table(n_entries);
-  for (int64_t i = 0; i < n_entries; ++i) table[i] = (uint32_t)(n_entries - 1 - i);
+  std::vector<uint32_t> table;
+  KVLayerView kv = one_layer_view(f, hkv, d, n_ctx, "lossy_attention", table);
+  const int64_t n_entries = (int64_t)table.size();
   const int32_t ready = std::max(0, (n_ctx - window) / KV_BLOCK_TOKENS);
 
   float* out;
-  OutF32 arr = new_array({(size_t)n_q, (size_t)n_head, (size_t)d}, &out);
+  OutF32 arr = owned<float>({(size_t)n_q, (size_t)n_head, (size_t)d}, &out);
   const int64_t n_fin = (int64_t)hkv * kv.n_half * ready;
   std::vector<KVFinalizeJob> jobs;
   uint8_t *kb = nullptr, *vb = nullptr;
   int32_t* fits = nullptr;
-  OutI32 fits_arr = new_typed<int32_t, OutI32>({(size_t)2 * n_fin}, &fits);
+  OutI32 fits_arr = owned<int32_t>({(size_t)2 * n_fin}, &fits);
   std::unique_ptr<LossyKVCodec> codec;
   {
     nb::gil_scoped_release nogil;
     codec = std::make_unique<LossyKVCodec>(f, cfg, be, window, false, center);
   }
   for (int is_v = 0; is_v < 2; ++is_v) kv.slot_bytes[is_v] = codec->slot_bytes(kv.tile_dim, is_v == 1);
-  OutU8 k_arr = new_typed<uint8_t, OutU8>({(size_t)n_fin, (size_t)kv.slot_bytes[0]}, &kb);
-  OutU8 v_arr = new_typed<uint8_t, OutU8>({(size_t)n_fin, (size_t)kv.slot_bytes[1]}, &vb);
+  OutU8 k_arr = owned<uint8_t>({(size_t)n_fin, (size_t)kv.slot_bytes[0]}, &kb);
+  OutU8 v_arr = owned<uint8_t>({(size_t)n_fin, (size_t)kv.slot_bytes[1]}, &vb);
   {
     nb::gil_scoped_release nogil;
     const uint64_t first_chunk = (n_entries * kv.page_bytes + kv.chunk_bytes - 1) / kv.chunk_bytes;
@@ -301,7 +281,7 @@ void bind_backend_ops(nb::module_& m) {
         for (size_t i = 0; i < ids.size(); ++i)
           if (ids.data()[i] < 0 || ids.data()[i] >= w.n_rows) throw nb::value_error("get_rows: id out of range");
         float* out;
-        OutF32 arr = new_array({ids.size(), (size_t)w.n_cols}, &out);
+        OutF32 arr = owned<float>({ids.size(), (size_t)w.n_cols}, &out);
         nb::gil_scoped_release nogil;
         Buf wd(be, raw.size(), raw.data()), id(be, ids.size() * 4, ids.data()), od(be, ids.size() * w.n_cols * 4);
         w.data = wd.p;

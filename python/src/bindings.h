@@ -2,7 +2,10 @@
 // Bindings only convert types and carry docstrings; all logic lives in the C++ core.
 #pragma once
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+
+#include <vector>
 
 #include "kv/kv_format.h"
 
@@ -13,6 +16,18 @@ inline E8Center e8_center_arg(nanobind::handle h) {
   if (nanobind::isinstance<nanobind::bool_>(h)) return nanobind::cast<bool>(h) ? E8Center::Global : E8Center::Off;
   if (nanobind::isinstance<nanobind::str>(h)) return parse_e8_center(nanobind::cast<std::string>(h));
   throw nanobind::type_error("e8_center: expected a bool or one of 'off', 'global', 'block'");
+}
+
+// A zero-filled numpy array of the given shape that owns its buffer (freed with the array);
+// *data points at the buffer for the binding to fill.
+template <typename T>
+nanobind::ndarray<nanobind::numpy, T> owned(std::vector<size_t> shape, T** data) {
+  size_t n = 1;
+  for (size_t s : shape) n *= s;
+  T* buf = new T[n > 0 ? n : 1]();
+  *data = buf;
+  nanobind::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  return nanobind::ndarray<nanobind::numpy, T>(buf, shape.size(), shape.data(), owner);
 }
 
 void bind_errors(nanobind::module_& m);

@@ -32,16 +32,6 @@ using U16 = nb::ndarray<const uint16_t, nb::c_contig, nb::device::cpu>;
 using U8 = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 constexpr size_t kTok = E8_TILE_TOKENS;
 
-template <typename T>
-nb::ndarray<nb::numpy, T> owned(std::vector<size_t> shape, T** data) {
-  size_t n = 1;
-  for (size_t s : shape) n *= s;
-  T* buf = new T[n > 0 ? n : 1]();
-  *data = buf;
-  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(buf, shape.size(), shape.data(), owner);
-}
-
 template <typename A>
 void want_shape(const A& a, std::vector<long> shape, const char* what) {
   bool ok = a.ndim() == shape.size();

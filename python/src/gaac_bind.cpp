@@ -28,16 +28,6 @@ using U8 = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using U16 = nb::ndarray<const uint16_t, nb::c_contig, nb::device::cpu>;
 using U64 = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-template <typename T>
-nb::ndarray<nb::numpy, T> owned(std::vector<size_t> shape, T** data) {
-  size_t n = 1;
-  for (size_t s : shape) n *= s;
-  T* buf = new T[n > 0 ? n : 1]();
-  *data = buf;
-  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(buf, shape.size(), shape.data(), owner);
-}
-
 const char* status_kind(int32_t s) {
   switch (s) {
     case GAAC_STATUS_BAD_TAG: return "bad_tag";

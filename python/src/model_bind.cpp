@@ -1,5 +1,7 @@
 // model_bind.cpp — Model, Context, Session and Sampler. The GIL is released for every call that
 // computes; numpy inputs are checked for dtype and shape with errors naming the expected form.
+#include <cstring>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -173,18 +175,18 @@ void bind_model(nb::module_& m) {
              const ModelConfig& cfg = c.model().config();
              if (layer < 0 || layer >= cfg.n_layer)
                throw Error("python", "invalid_argument", strfmt("_export_kv: layer %d of %d", layer, cfg.n_layer));
-             auto* k = new std::vector<uint16_t>(), *v = new std::vector<uint16_t>();
+             std::vector<uint16_t> k, v;
              int32_t n;
              {
                nb::gil_scoped_release nogil;
-               n = c.cache().export_layer(s.seq(), layer, *k, *v);
+               n = c.cache().export_layer(s.seq(), layer, k, v);
              }
-             const size_t shape[3] = {(size_t)n, (size_t)cfg.n_head_kv, (size_t)cfg.head_dim_k};
-             auto own = [](std::vector<uint16_t>* p) {
-               return nb::capsule(p, [](void* q) noexcept { delete static_cast<std::vector<uint16_t>*>(q); });
-             };
-             return nb::make_tuple(nb::ndarray<nb::numpy, uint16_t>(k->data(), 3, shape, own(k)),
-                                   nb::ndarray<nb::numpy, uint16_t>(v->data(), 3, shape, own(v)));
+             const std::vector<size_t> shape = {(size_t)n, (size_t)cfg.n_head_kv, (size_t)cfg.head_dim_k};
+             uint16_t *kd, *vd;
+             auto ka = owned<uint16_t>(shape, &kd), va = owned<uint16_t>(shape, &vd);
+             std::memcpy(kd, k.data(), k.size() * sizeof(uint16_t));
+             std::memcpy(vd, v.data(), v.size() * sizeof(uint16_t));
+             return nb::make_tuple(ka, va);
            }, nb::arg("session"), nb::arg("layer"),
            "benchmark hook: one layer's K and V as BF16 bits [n][n_head_kv][head_dim] (keys after RoPE; a bf16 cache)")
       .def("_import_kv_for_bench", [](Context& c, const Session& s,

@@ -97,6 +97,18 @@ struct Attn {
     int32_t pos[R], lo[R];
     bool valid[R];
     int32_t qrow[R];  // index of the row's query vector in q (token * n_head + head)
+    // Blocks [*b0, *b1) holding every key some valid row sees.
+    __device__ void block_range(int32_t* b0, int32_t* b1) const {
+      int32_t lo_k = 0x7fffffff, hi_k = -1;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (valid[r]) {
+          lo_k = min(lo_k, lo[r]);
+          hi_k = max(hi_k, pos[r]);
+        }
+      *b0 = lo_k / KV_BLOCK_TOKENS;
+      *b1 = hi_k / KV_BLOCK_TOKENS + 1;
+    }
   };
 
   // Online softmax state of a warp's R rows; acc covers this lane's value channels.
@@ -518,14 +530,9 @@ struct Attn {
       const int32_t n_tiles = (n_rows + R - 1) / R;
       for (int32_t rt = sp * kW + w; rt < n_tiles; rt += P.n_split * kW) {
         load_queries(P, s, seq, kvh, rt * R, n_rows, false, rows, wbuf, qmu);
-        int32_t lo = 0x7fffffff, hi = -1;
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          if (rows.valid[r]) {
-            lo = min(lo, rows.lo[r]);
-            hi = max(hi, rows.pos[r]);
-          }
-        run(P, s, kvh, rows, lo / KV_BLOCK_TOKENS, hi / KV_BLOCK_TOKENS + 1, 1, wbuf, tab, qmu, S);
+        int32_t b0, b1;
+        rows.block_range(&b0, &b1);
+        run(P, s, kvh, rows, b0, b1, 1, wbuf, tab, qmu, S);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (!rows.valid[r]) continue;
@@ -543,14 +550,8 @@ struct Attn {
     const int32_t rs = D + 2;
     for (int32_t r0 = 0; r0 < n_rows; r0 += R) {
       load_queries(P, s, seq, kvh, r0, n_rows, kE8, rows, wbuf, qmu);
-      int32_t lo = 0x7fffffff, hi = -1;
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (rows.valid[r]) {
-          lo = min(lo, rows.lo[r]);
-          hi = max(hi, rows.pos[r]);
-        }
-      const int32_t bl = lo / KV_BLOCK_TOKENS, bh = hi / KV_BLOCK_TOKENS + 1;
+      int32_t bl, bh;
+      rows.block_range(&bl, &bh);
       const int32_t per = (bh - bl + P.n_split - 1) / P.n_split;
       const int32_t b0 = bl + sp * per, b1 = min(bh, b0 + per);
       run(P, s, kvh, rows, b0 + w, b1, kW, wbuf, tab, qmu, S);

@@ -36,27 +36,12 @@ inline void q8_encode_tile_gpu(const device uint16_t* raw, int32_t T, device uin
 }
 
 inline void v2_encode_tile_gpu(const device uint16_t* raw, int32_t T, device uint8_t* slot) {
-  for (uint32_t i = 0; i < v2_slot_bytes(T); ++i) slot[i] = 0;
-  for (int32_t t = 0; t < ASYM2_TOKENS; ++t) {
-    device uint8_t* codes = slot + v2_codes_offset(T, t);
+  for (int32_t t = 0; t < ASYM2_TOKENS; ++t)
     for (int32_t g = 0; g < T / ASYM2_VGROUP; ++g) {
       float v[ASYM2_VGROUP];
       for (int32_t i = 0; i < ASYM2_VGROUP; ++i) v[i] = bf16_to_f32(raw[t * T + g * ASYM2_VGROUP + i]);
-      float mn = v[0], mx = v[0];
-      for (int32_t i = 1; i < ASYM2_VGROUP; ++i) {
-        mn = v[i] < mn ? v[i] : mn;
-        mx = v[i] > mx ? v[i] : mx;
-      }
-      const Asym2Params p = asym2_params(mn, mx);
-      device uint8_t* pp = slot + v2_params_offset(T, t, g);
-      st16(pp, p.scale_bits);
-      st16(pp + 2, p.zero_bits);
-      for (int32_t i = 0; i < ASYM2_VGROUP; ++i) {
-        const int32_t c = g * ASYM2_VGROUP + i;
-        codes[c >> 2] |= (uint8_t)(asym2_code(v[i], p) << (2 * (c & 3)));
-      }
+      v2_encode_group(v, T, t, g, slot);
     }
-  }
 }
 
 inline void kivi2_k_encode_tile_gpu(const device uint16_t* raw, int32_t T, device uint8_t* slot) {

@@ -13,6 +13,7 @@ from .. import models
 from .._core import GaacrtError, GGUFError
 from ..model import Model
 from ..perplexity import perplexity
+from . import add_lossy_cache_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,12 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", type=int, default=None, help="at most this many windows")
     ap.add_argument("--no-bf16", action="store_true", help="skip the BF16 comparison run")
     ap.add_argument("--calibration", default=None, help="GAAC sidecar")
-    ap.add_argument("--e8-center", nargs="?", const="global", default="off", choices=["off", "global", "block"],
-                    help="E8 key centering (not in the paper): global = keys coded as (k - mean) / sqrt(std) per channel, "
-                         "fitted online (the flag alone); block = each 16-token block's own mean stored and subtracted "
-                         "(CPU only)")
-    ap.add_argument("--raw-sink", type=int, default=0, metavar="N",
-                    help="lossy formats: keep the first N tokens BF16 for good (the attention sink)")
+    add_lossy_cache_args(ap)
     ap.add_argument("-t", "--threads", type=int, default=None)
     args = ap.parse_args(argv)
     try:

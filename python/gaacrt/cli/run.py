@@ -19,6 +19,7 @@ import sys
 from .. import models
 from .._core import GaacrtError, GGUFError
 from ..model import Model, SamplingParams, Session
+from . import add_lossy_cache_args
 from .inspect import describe
 
 HELP = """commands:
@@ -204,12 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default all cores)")
     ap.add_argument("--cache", default="bf16",
                     help="KV cache format: bf16 (default), gaac, fp8_e4m3+gaac, fp8_e5m2+gaac, e8, q8, kivi2")
-    ap.add_argument("--e8-center", nargs="?", const="global", default="off", choices=["off", "global", "block"],
-                    help="E8 key centering (not in the paper): global = keys coded as (k - mean) / sqrt(std) per channel, "
-                         "fitted online (the flag alone); block = each 16-token block's own mean stored and subtracted "
-                         "(CPU only)")
-    ap.add_argument("--raw-sink", type=int, default=0, metavar="N",
-                    help="lossy caches: keep the first N tokens BF16 for good (the attention sink)")
+    add_lossy_cache_args(ap)
     ap.add_argument("--backend", default="auto", help="auto (default), cpu, cuda")
     ap.add_argument("--calibration", default=None, help="GAAC sidecar (default: model.gaac beside the model, "
                                                           "else calibrate online)")

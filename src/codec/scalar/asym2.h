@@ -90,6 +90,30 @@ GAACRT_HD uint32_t v2_code(const GAACRT_DEVICE uint8_t* slot, int32_t T, int32_t
   return (slot[v2_codes_offset(T, t) + (uint32_t)(c >> 2)] >> (2 * (c & 3))) & 3u;
 }
 
+// Encodes token t's group g (its 32 values v) into a v2 slot: the fp16 D and z, and the group's 8
+// code bytes, written whole (a group's codes never share a byte with another's). The one encoder
+// of the CPU, CUDA and Metal backends, so their slots are byte-identical.
+GAACRT_HD void v2_encode_group(const GAACRT_THREAD float* v, int32_t T, int32_t t, int32_t g,
+                               GAACRT_DEVICE uint8_t* slot) {
+  float mn = v[0], mx = v[0];
+  for (int32_t i = 1; i < ASYM2_VGROUP; ++i) {
+    mn = v[i] < mn ? v[i] : mn;
+    mx = v[i] > mx ? v[i] : mx;
+  }
+  const Asym2Params p = asym2_params(mn, mx);
+  GAACRT_DEVICE uint8_t* pp = slot + v2_params_offset(T, t, g);
+  pp[0] = (uint8_t)p.scale_bits;
+  pp[1] = (uint8_t)(p.scale_bits >> 8);
+  pp[2] = (uint8_t)p.zero_bits;
+  pp[3] = (uint8_t)(p.zero_bits >> 8);
+  GAACRT_DEVICE uint8_t* codes = slot + v2_codes_offset(T, t) + (uint32_t)g * (ASYM2_VGROUP / 4);
+  for (int32_t b = 0; b < ASYM2_VGROUP / 4; ++b) {
+    uint32_t byte = 0;
+    for (int32_t i = 0; i < 4; ++i) byte |= asym2_code(v[4 * b + i], p) << (2 * i);
+    codes[b] = (uint8_t)byte;
+  }
+}
+
 // ---- KIVI-2 key tile geometry -------------------------------------------------------------------
 GAACRT_HD bool kivi2_k_tile_dim_ok(int32_t T) { return T >= 1 && T <= 1024; }
 GAACRT_HD uint32_t kivi2_k_params_offset(int32_t T, int32_t c) { return 4u * (uint32_t)T + 4u * (uint32_t)c; }

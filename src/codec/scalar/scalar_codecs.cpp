@@ -30,27 +30,8 @@ void st16(uint8_t* p, uint16_t v) {
 
 void v2_encode_tile(const float* x, int64_t ld, int32_t T, uint8_t* slot) {
   check_group_dim(T, "v2_encode_tile");
-  std::memset(slot, 0, v2_slot_bytes(T));
-  for (int32_t t = 0; t < kTok; ++t) {
-    const float* row = x + t * ld;
-    uint8_t* codes = slot + v2_codes_offset(T, t);
-    for (int32_t g = 0; g < T / ASYM2_VGROUP; ++g) {
-      const float* v = row + g * ASYM2_VGROUP;
-      float mn = v[0], mx = v[0];
-      for (int32_t i = 1; i < ASYM2_VGROUP; ++i) {
-        mn = v[i] < mn ? v[i] : mn;
-        mx = v[i] > mx ? v[i] : mx;
-      }
-      const Asym2Params p = asym2_params(mn, mx);
-      uint8_t* pp = slot + v2_params_offset(T, t, g);
-      st16(pp, p.scale_bits);
-      st16(pp + 2, p.zero_bits);
-      for (int32_t i = 0; i < ASYM2_VGROUP; ++i) {
-        const int32_t c = g * ASYM2_VGROUP + i;
-        codes[c >> 2] |= (uint8_t)(asym2_code(v[i], p) << (2 * (c & 3)));
-      }
-    }
-  }
+  for (int32_t t = 0; t < kTok; ++t)
+    for (int32_t g = 0; g < T / ASYM2_VGROUP; ++g) v2_encode_group(x + t * ld + g * ASYM2_VGROUP, T, t, g, slot);
 }
 
 void v2_decode_tile(const uint8_t* slot, int32_t T, float* x, int64_t ld) {

@@ -179,8 +179,8 @@ def greedy_rows(model, name):
 def timing_rows(model, name, ctx=8192, reps=5):
     toks = model.tokenize(open(TEXT).read())[:1024]
     rows, t_bf16 = [], None
-    for f in FORMATS[:4] + ("e8 (table)",):
-        c = _core.Context(model._m, n_ctx=ctx + 64, cache=f.split()[0],
+    for f in FORMATS[:4] + ("e8+block", "e8 (table)"):
+        c = _core.Context(model._m, n_ctx=ctx + 64, **context_args(f.split()[0]),
                           e8_scoring="table" if "table" in f else "decode")
         s = _core.Session(c)
         s.eval(toks)

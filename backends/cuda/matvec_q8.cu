@@ -1,114 +1,21 @@
 // matvec_q8.cu — decode-sized matmul: activations quantized to int8 per 32 values (scale d_x and
-// d_x·Σq kept in fp32), weights unpacked per 32-value sub-block to int8 and dotted with __dp4a.
+// d_x·Σq kept in fp32), weights unpacked to int8x4 words and dotted with __dp4a.
 //
-// Every supported weight type is brought to one form per sub-block of 32:
-//     w_i = d_h · q_i + m     (q_i int8; h = i / 16, so Q6_K's per-16 scales fit; m = offset)
-// so  Σ w_i x_i ≈ d_x (d_0 Σ_{i<16} q_i xq_i + d_1 Σ_{i≥16} q_i xq_i) + m · (d_x Σ xq_i),
+// Every supported weight type is brought to one form per group of values inside a 32-block of x:
+//     w_i = d_g · q_i + m     (q_i int8; d_g the group's scale, so Q6_K's per-16 scales fit)
+// so  Σ w_i x_i ≈ d_x · d_g · Σ q_i xq_i + m · (d_x Σ xq_i),
 // the same algebra the CPU's vec_dot kernels use (Q4_0's -8 is inside q_i; Q4_1/K-quants' mins go
-// through m). One warp per output row, lanes striding over sub-blocks, up to 8 tokens at once
-// so a weight row is read once for all of them.
+// through m). One warp per output row; lanes share blocks so each load is contiguous across the
+// warp (kernels/matvec_pieces.cuh); up to 8 tokens at once, so a weight row is read once for all.
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "kernels/matvec_pieces.cuh"
 #include "matvec_q8.cuh"
-#include "quant/dequant.h"
 
 namespace gaacrt::cuda {
 namespace {
-
-struct Sub32 {
-  int8_t q[32];
-  float d0, d1, m;
-};
-
-__device__ __forceinline__ void nib32(const uint8_t* qs, int8_t* q, int off) {  // Q4_0 nibble order
-  for (int j = 0; j < 16; ++j) {
-    q[j] = (int8_t)((qs[j] & 0xF) - off);
-    q[j + 16] = (int8_t)((qs[j] >> 4) - off);
-  }
-}
-
-__device__ void unpack(const block_q4_0& b, int, Sub32& s) {
-  nib32(b.qs, s.q, 8);
-  s.d0 = s.d1 = fp16_to_f32(b.d);
-  s.m = 0.f;
-}
-__device__ void unpack(const block_q4_1& b, int, Sub32& s) {
-  nib32(b.qs, s.q, 0);
-  s.d0 = s.d1 = fp16_to_f32(b.d);
-  s.m = fp16_to_f32(b.m);
-}
-__device__ void q5_32(const uint8_t* qs, const uint8_t* qhp, int8_t* q, int off) {
-  const uint32_t qh = load_u32_le(qhp);
-  for (int j = 0; j < 16; ++j) {
-    q[j] = (int8_t)(((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - off);
-    q[j + 16] = (int8_t)(((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - off);
-  }
-}
-__device__ void unpack(const block_q5_0& b, int, Sub32& s) {
-  q5_32(b.qs, b.qh, s.q, 16);
-  s.d0 = s.d1 = fp16_to_f32(b.d);
-  s.m = 0.f;
-}
-__device__ void unpack(const block_q5_1& b, int, Sub32& s) {
-  q5_32(b.qs, b.qh, s.q, 0);
-  s.d0 = s.d1 = fp16_to_f32(b.d);
-  s.m = fp16_to_f32(b.m);
-}
-__device__ void unpack(const block_q8_0& b, int, Sub32& s) {
-  for (int j = 0; j < 32; ++j) s.q[j] = b.qs[j];
-  s.d0 = s.d1 = fp16_to_f32(b.d);
-  s.m = 0.f;
-}
-__device__ void unpack(const block_iq4_nl& b, int, Sub32& s) {
-  for (int j = 0; j < 16; ++j) {
-    s.q[j] = (int8_t)kvalues_iq4nl(b.qs[j] & 0xF);
-    s.q[j + 16] = (int8_t)kvalues_iq4nl(b.qs[j] >> 4);
-  }
-  s.d0 = s.d1 = fp16_to_f32(b.d);
-  s.m = 0.f;
-}
-// K-quants: sub-block sb (0..7) of 32; 64-element chunk c = sb/2 holds sb even in low nibbles.
-__device__ void unpack(const block_q4_k& b, int sb, Sub32& s) {
-  uint8_t sc, mn;
-  get_scale_min_k4(sb, b.scales, sc, mn);
-  const uint8_t* q = b.qs + 32 * (sb / 2);
-  const int sh = 4 * (sb % 2);
-  for (int l = 0; l < 32; ++l) s.q[l] = (int8_t)((q[l] >> sh) & 0xF);
-  s.d0 = s.d1 = fp16_to_f32(b.d) * (float)sc;
-  s.m = -fp16_to_f32(b.dmin) * (float)mn;
-}
-__device__ void unpack(const block_q5_k& b, int sb, Sub32& s) {
-  uint8_t sc, mn;
-  get_scale_min_k4(sb, b.scales, sc, mn);
-  const uint8_t* q = b.qs + 32 * (sb / 2);
-  const int sh = 4 * (sb % 2);
-  for (int l = 0; l < 32; ++l) s.q[l] = (int8_t)(((q[l] >> sh) & 0xF) | (((b.qh[l] >> sb) & 1) << 4));
-  s.d0 = s.d1 = fp16_to_f32(b.d) * (float)sc;
-  s.m = -fp16_to_f32(b.dmin) * (float)mn;
-}
-__device__ void unpack(const block_q6_k& b, int sb, Sub32& s) {
-  // Elements 32*sb .. +31: half n = sb/4 of 128, quarter r = sb%4 (dequant_block's q0..q3).
-  const int n = sb / 4, r = sb % 4;
-  const uint8_t* L = b.ql + 64 * n + (r % 2) * 32;
-  const uint8_t* H = b.qh + 32 * n;
-  const int lsh = 4 * (r / 2), hsh = 2 * r;
-  for (int l = 0; l < 32; ++l) s.q[l] = (int8_t)((((L[l] >> lsh) & 0xF) | (((H[l] >> hsh) & 3) << 4)) - 32);
-  const float d = fp16_to_f32(b.d);
-  s.d0 = d * (float)b.scales[2 * sb];
-  s.d1 = d * (float)b.scales[2 * sb + 1];
-  s.m = 0.f;
-}
-__device__ void unpack(const block_iq4_xs& b, int sb, Sub32& s) {
-  const uint8_t* q = b.qs + 16 * sb;
-  for (int j = 0; j < 16; ++j) {
-    s.q[j] = (int8_t)kvalues_iq4nl(q[j] & 0xF);
-    s.q[j + 16] = (int8_t)kvalues_iq4nl(q[j] >> 4);
-  }
-  s.d0 = s.d1 = fp16_to_f32(b.d) * (float)iq4_xs_scale(b, sb);
-  s.m = 0.f;
-}
 
 // x(n_tok, n_cols) -> int8 xq, per 32 values: xd = amax / 127, xs = xd · Σ q. One warp per 32.
 __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ xq,
@@ -133,82 +40,88 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks
 
 constexpr int kRowsPerBlock = 4;
 
-// One warp's dot products of one weight row with n_tok quantized activations (xq, xd, xs in
-// global or shared memory), reduced over the warp: the same order in every kernel below, so they
-// all give the same bits as matvec_q8_kernel.
-template <typename Block, int QK>
-__device__ __forceinline__ void row_dots(const Block* __restrict__ blocks, int64_t n_cols, int n_tok,
-                                         const int8_t* xq, const float* xd, const float* xs, int lane,
-                                         float (&acc)[kMatvecQ8MaxTokens]) {
-  constexpr int kSubs = QK / 32;
-  const int64_t n_sub = n_cols / 32;
+// Quantized activations as the dot products read them (global or shared memory): int8 values
+// (n_tok, n_cols), and per 32 values the scale d and d·Σq.
+struct XQ {
+  const int8_t* q;
+  const float *d, *s;
+};
+
+// One warp's dot products of R weight rows (R = 2: gate and up) with n_tok quantized activations,
+// reduced over the warp. Lane i takes pieces i, i + 32, ... of each row (matvec_pieces.cuh), U at
+// a time: all U pieces' loads are issued before any is used. `prologue` runs once, by every lane,
+// after the first pieces' loads are in flight — the kernels wait there for the previous kernel
+// (PDL) and, if they quantize x themselves, do it there: the weights do not depend on earlier
+// kernels, so their first bytes are already on the way. Every kernel sums in this one order, so
+// they all give the same bits.
+template <typename Block, int QK, int R, typename Prologue>
+__device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int64_t n_cols, int n_tok, const XQ& x,
+                                          int lane, float (&acc)[R][kMatvecQ8MaxTokens], Prologue&& prologue) {
+  using P = Piece<Block>;
+  constexpr int L = P::kLanes, U = P::G >= 4 ? 2 : 8 / P::G;
+  const int64_t n_pieces = n_cols / QK * L, n_sub = n_cols / 32;
 #pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) acc[t] = 0.f;
-  for (int64_t sidx = lane; sidx < n_sub; sidx += kWarpSize) {
-    Sub32 s;
-    unpack(blocks[sidx / kSubs], (int)(sidx % kSubs), s);
-    int wq[8];
-    memcpy(wq, s.q, 32);
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < kMatvecQ8MaxTokens; ++t) acc[r][t] = 0.f;
+  PieceVals<P::G, P::W> v[R][U];
+  auto load = [&](int64_t p0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t p = min(p0 + (int64_t)kWarpSize * u, n_pieces - 1);  // past the end: a valid piece, unused
+#pragma unroll
+      for (int r = 0; r < R; ++r) v[r][u] = P::load(rows[r] + (p / L) * (int64_t)sizeof(Block), (int)(p % L));
+    }
+  };
+  int64_t p0 = lane;
+  load(p0);
+  prologue();
+  for (;;) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t p = p0 + (int64_t)kWarpSize * u;
+      if (p >= n_pieces) break;
+      const int64_t col0 = p / L * QK;
+#pragma unroll
+      for (int g = 0; g < P::G; ++g) {
+        const int64_t col = col0 + v[0][u].col[g], xb = col / 32;
+#pragma unroll
+        for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+          if (t >= n_tok) break;
+          const int8_t* xr = x.q + (int64_t)t * n_cols + col;
+          int xw[P::W];
+#pragma unroll
+          for (int i = 0; i < P::W; ++i) xw[i] = *reinterpret_cast<const int*>(xr + P::kStep * i);
+          const float xd = x.d[(int64_t)t * n_sub + xb];
+          const float xs = P::kMin ? x.s[(int64_t)t * n_sub + xb] : 0.f;
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < P::W; ++i) s = __dp4a((int)v[r][u].w[g][i], xw[i], s);
+            acc[r][t] += xd * (v[r][u].d[g] * (float)s);
+            if (P::kMin) acc[r][t] += v[r][u].m[g] * xs;
+          }
+        }
+      }
+    }
+    p0 += (int64_t)kWarpSize * U;
+    if (p0 >= n_pieces) break;
+    load(p0);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
       if (t >= n_tok) break;
-      const int4* xp = reinterpret_cast<const int4*>(xq + (int64_t)t * n_cols + sidx * 32);
-      const int4 a = xp[0], b = xp[1];
-      int lo = 0, hi = 0;
-      lo = __dp4a(wq[0], a.x, lo); lo = __dp4a(wq[1], a.y, lo); lo = __dp4a(wq[2], a.z, lo); lo = __dp4a(wq[3], a.w, lo);
-      hi = __dp4a(wq[4], b.x, hi); hi = __dp4a(wq[5], b.y, hi); hi = __dp4a(wq[6], b.z, hi); hi = __dp4a(wq[7], b.w, hi);
-      const int64_t xb = (int64_t)t * n_sub + sidx;
-      acc[t] += xd[xb] * (s.d0 * (float)lo + s.d1 * (float)hi) + s.m * xs[xb];
+      acc[r][t] = warp_sum_f32(acc[r][t]);
     }
-  }
-#pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
-    if (t >= n_tok) break;
-    acc[t] = warp_sum_f32(acc[t]);
-  }
 }
 
-// row_dots for two rows at once (gate and up): both rows' loads are in flight together; each
-// row's sums are formed in row_dots' order, so the bits are the same.
-template <typename Block, int QK>
-__device__ __forceinline__ void row_dots2(const Block* __restrict__ ba, const Block* __restrict__ bb, int64_t n_cols,
-                                          int n_tok, const int8_t* xq, const float* xd, const float* xs, int lane,
-                                          float (&acc_a)[kMatvecQ8MaxTokens], float (&acc_b)[kMatvecQ8MaxTokens]) {
-  constexpr int kSubs = QK / 32;
-  const int64_t n_sub = n_cols / 32;
-#pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) acc_a[t] = acc_b[t] = 0.f;
-  for (int64_t sidx = lane; sidx < n_sub; sidx += kWarpSize) {
-    Sub32 sa, sb;
-    unpack(ba[sidx / kSubs], (int)(sidx % kSubs), sa);
-    unpack(bb[sidx / kSubs], (int)(sidx % kSubs), sb);
-    int wa[8], wb[8];
-    memcpy(wa, sa.q, 32);
-    memcpy(wb, sb.q, 32);
-#pragma unroll
-    for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
-      if (t >= n_tok) break;
-      const int4* xp = reinterpret_cast<const int4*>(xq + (int64_t)t * n_cols + sidx * 32);
-      const int4 a = xp[0], b = xp[1];
-      const int64_t xb = (int64_t)t * n_sub + sidx;
-      int lo = 0, hi = 0;
-      lo = __dp4a(wa[0], a.x, lo); lo = __dp4a(wa[1], a.y, lo); lo = __dp4a(wa[2], a.z, lo); lo = __dp4a(wa[3], a.w, lo);
-      hi = __dp4a(wa[4], b.x, hi); hi = __dp4a(wa[5], b.y, hi); hi = __dp4a(wa[6], b.z, hi); hi = __dp4a(wa[7], b.w, hi);
-      acc_a[t] += xd[xb] * (sa.d0 * (float)lo + sa.d1 * (float)hi) + sa.m * xs[xb];
-      lo = 0;
-      hi = 0;
-      lo = __dp4a(wb[0], a.x, lo); lo = __dp4a(wb[1], a.y, lo); lo = __dp4a(wb[2], a.z, lo); lo = __dp4a(wb[3], a.w, lo);
-      hi = __dp4a(wb[4], b.x, hi); hi = __dp4a(wb[5], b.y, hi); hi = __dp4a(wb[6], b.z, hi); hi = __dp4a(wb[7], b.w, hi);
-      acc_b[t] += xd[xb] * (sb.d0 * (float)lo + sb.d1 * (float)hi) + sb.m * xs[xb];
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
-    if (t >= n_tok) break;
-    acc_a[t] = warp_sum_f32(acc_a[t]);
-    acc_b[t] = warp_sum_f32(acc_b[t]);
-  }
-}
+// The prologue of kernels whose x was quantized by an earlier kernel: wait for it (PDL).
+struct WaitForX {
+  __device__ void operator()() const { pdl_begin(); }
+};
 
 // quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value).
 __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, float* xd, float* xs) {
@@ -230,57 +143,62 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
                  float* __restrict__ y, const float* __restrict__ bias) {
-  pdl_begin();
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
-  float acc[kMatvecQ8MaxTokens];
-  row_dots<Block, QK>(reinterpret_cast<const Block*>(w + row * row_stride), n_cols, n_tok, xq, xd, xs, lane, acc);
+  float acc[1][kMatvecQ8MaxTokens];
+  const uint8_t* rows[1] = {w + row * row_stride};
+  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
     if (t >= n_tok) break;
-    if (lane == 0) y[(int64_t)t * n_rows + row] = bias ? acc[t] + bias[row] : acc[t];
+    if (lane == 0) y[(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
   }
 }
 
 // Decode matmul in one launch: every thread block quantizes x itself into shared memory (the
 // same arithmetic as quantize_q8_kernel), then its warps take one row each. Eight warps, each
-// loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it.
+// loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it; the
+// quantization is rows_dots' prologue, so the weights' first loads are already in flight.
 constexpr int kSelfRows = 8, kSelfUnroll = 4;
 template <typename Block, int QK, bool kAccumulate>
 __global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
-  pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n_blocks = n_tok * (n_cols / 32);
   int8_t* sq = reinterpret_cast<int8_t*>(smem);
   float* sd = reinterpret_cast<float*>(smem + n_tok * n_cols);
   float* ss = sd + n_blocks;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  for (int64_t b0 = warp; b0 < n_blocks; b0 += kSelfRows * kSelfUnroll) {
-    float v[kSelfUnroll];
-#pragma unroll
-    for (int u = 0; u < kSelfUnroll; ++u) {
-      const int64_t blk = b0 + u * kSelfRows;
-      v[u] = blk < n_blocks ? x[blk * 32 + lane] : 0.f;
-    }
-#pragma unroll
-    for (int u = 0; u < kSelfUnroll; ++u) {
-      const int64_t blk = b0 + u * kSelfRows;  // warp-uniform
-      if (blk < n_blocks) quantize_block(v[u], lane, sq + blk * 32, sd + blk, ss + blk);
-    }
-  }
-  __syncthreads();
   const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
+  auto quantize_x = [&] {
+    pdl_begin();
+    for (int64_t b0 = warp; b0 < n_blocks; b0 += kSelfRows * kSelfUnroll) {
+      float v[kSelfUnroll];
+#pragma unroll
+      for (int u = 0; u < kSelfUnroll; ++u) {
+        const int64_t blk = b0 + u * kSelfRows;
+        v[u] = blk < n_blocks ? x[blk * 32 + lane] : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kSelfUnroll; ++u) {
+        const int64_t blk = b0 + u * kSelfRows;  // warp-uniform
+        if (blk < n_blocks) quantize_block(v[u], lane, sq + blk * 32, sd + blk, ss + blk);
+      }
+    }
+    __syncthreads();
+  };
+  float acc[1][kMatvecQ8MaxTokens];
+  // Every warp takes part in the quantization: one past the last row reads the last row, unused.
+  const uint8_t* rows[1] = {w + (row < n_rows ? row : n_rows - 1) * row_stride};
+  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, quantize_x);
   if (row >= n_rows) return;
-  float acc[kMatvecQ8MaxTokens];
-  row_dots<Block, QK>(reinterpret_cast<const Block*>(w + row * row_stride), n_cols, n_tok, sq, sd, ss, lane, acc);
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
     if (t >= n_tok) break;
     if (lane != 0) continue;
-    const float v = bias ? acc[t] + bias[row] : acc[t];
+    const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
     if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
     else y[(int64_t)t * n_rows + row] = v;
   }
@@ -300,19 +218,19 @@ template <typename Block, int QK>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
                        const float* __restrict__ xd, const float* __restrict__ xs) {
-  pdl_begin();
   const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
   const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n_rows = a.rows[i];
   if (row >= n_rows) return;
-  float acc[kMatvecQ8MaxTokens];
-  row_dots<Block, QK>(reinterpret_cast<const Block*>(a.w[i] + row * a.stride[i]), n_cols, n_tok, xq, xd, xs, lane, acc);
+  float acc[1][kMatvecQ8MaxTokens];
+  const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
+  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
     if (t >= n_tok) break;
-    if (lane == 0) a.y[i][(int64_t)t * n_rows + row] = bias ? acc[t] + bias[row] : acc[t];
+    if (lane == 0) a.y[i][(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
   }
 }
 
@@ -322,24 +240,23 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
                          int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
                          const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h) {
-  pdl_begin();
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
-  float g[kMatvecQ8MaxTokens], u[kMatvecQ8MaxTokens];
-  row_dots2<Block, QK>(reinterpret_cast<const Block*>(wg + row * sg), reinterpret_cast<const Block*>(wu + row * su),
-                       n_cols, n_tok, xq, xd, xs, lane, g, u);
+  float acc[2][kMatvecQ8MaxTokens];  // gate, up
+  const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
+  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
     if (t >= n_tok) break;
     if (lane != 0) continue;
-    const float x = g[t];
+    const float x = acc[0][t], u = acc[1][t];
     float r;
     if (kAct == 0) {
-      r = x / (1.f + expf(-x)) * u[t];
+      r = x / (1.f + expf(-x)) * u;
     } else {
       constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-      r = 0.5f * x * (1.f + tanhf(kSqrt2OverPi * x * (1.f + 0.044715f * x * x))) * u[t];
+      r = 0.5f * x * (1.f + tanhf(kSqrt2OverPi * x * (1.f + 0.044715f * x * x))) * u;
     }
     h[(int64_t)t * n_rows + row] = r;
   }
@@ -364,6 +281,17 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   }
 }
 
+// Types whose blocks are a multiple of 4 bytes are read with 32-bit loads (matvec_pieces.cuh).
+// Weights are uploaded one tensor per allocation, so this holds; a view that breaks it is refused.
+void check_q8_alignment(const WeightView& w, const char* what) {
+  dispatch_block_type(w.type, [&](auto bt) {
+    using B = typename decltype(bt)::block;
+    if (piece_needs_align4<B>() && (reinterpret_cast<uintptr_t>(w.data) % 4 || w.row_stride % 4))
+      throw Error("backend", "invalid_argument",
+                  strfmt("cuda %s: %s weights must start on a 4-byte boundary", what, type_name(w.type)));
+  });
+}
+
 }  // namespace
 
 bool matvec_q8_supported(GGMLType t) {
@@ -379,6 +307,7 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
   if (n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda matvec_q8: %lld tokens of %lld columns", (long long)n_tok, (long long)w.n_cols));
+  check_q8_alignment(w, "matvec_q8");
   auto* xq = static_cast<int8_t*>(scratch);
   const int64_t n_blocks = n_tok * (w.n_cols / 32);
   // fp32 scales after the int8 values, 16-byte aligned (n_cols is a multiple of 32).
@@ -402,6 +331,7 @@ void check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* wh
     throw Error("backend", "invalid_argument",
                 strfmt("cuda %s: %lld tokens of %lld columns (weight %lld columns, %s)", what, (long long)n_tok,
                        (long long)n_cols, (long long)w.n_cols, type_name(w.type)));
+  check_q8_alignment(w, what);
 }
 }  // namespace
 
@@ -489,6 +419,7 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
                     cudaStream_t stream, bool accumulate) {
   const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
   if (smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
+  check_q8_alignment(w, "matvec_q8_self");
   const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
   dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);

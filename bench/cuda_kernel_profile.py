@@ -1,0 +1,92 @@
+"""bench/cuda_kernel_profile.py — where a GPU decode step's time goes, kernel by kernel.
+
+    python3 bench/cuda_kernel_profile.py MODEL [--depth 0] [--cache bf16] [--tokens 8] [--graph 1]
+
+Decodes --tokens tokens (after a 64-token prompt grown to --depth, as bench/cuda_e2e.py does)
+under torch.profiler, whose CUPTI tracing sees every kernel in the process, gaacrt's included.
+Prints per kernel (template arguments shortened): launches per token, µs per launch, µs per
+token and share of the kernel time; then one layer's kernels in launch order with their
+durations, which names the o-proj and down-proj launches that share a kernel. Bandwidths follow
+from the bytes each matrix holds (bench/gen_8b.py's shapes); the wall time per token is printed
+beside the kernel time, the difference being launch gaps and host work.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+
+
+def short(name: str) -> str:
+    name = re.sub(r"gaacrt::cuda::(\(anonymous namespace\)::)?", "", name)
+    name = re.sub(r"gaacrt::", "", name)
+    name = name.replace("void ", "")
+    name = re.sub(r"\(.*\)$", "", name)
+    return name[:110]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--depth", type=int, default=0)
+    ap.add_argument("--cache", default="bf16")
+    ap.add_argument("--tokens", type=int, default=8)
+    ap.add_argument("--graph", type=int, default=1, help="1: replay the step as a CUDA graph (the default path)")
+    ap.add_argument("--layer-kernels", type=int, default=14, help="kernels of one layer to list in order")
+    args = ap.parse_args()
+    os.environ["GAACRT_CUDA_GRAPH"] = str(args.graph)
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import gaacrt
+    from gaacrt import _core
+
+    m = gaacrt.Model(args.model, backend="cuda")
+    rng = np.random.default_rng(0)
+    n_vocab = m.n_vocab
+    c = _core.Context(m._m, n_ctx=max(args.depth, 64) + args.tokens + 64, n_seq_max=1, cache=args.cache, budget_bytes=0)
+    s = _core.Session(c)
+    s.eval([int(t) for t in rng.integers(3, min(n_vocab, 32000), 64)])
+    if args.depth > 64:
+        c._extend_for_bench(s, args.depth)
+    for _ in range(4):  # warm-up (the graph is recorded here)
+        s.eval([int(rng.integers(3, min(n_vocab, 32000)))])
+    torch.cuda.synchronize()
+    toks = [int(t) for t in rng.integers(3, min(n_vocab, 32000), args.tokens)]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for t in toks:
+            s.eval([t])
+        wall = time.perf_counter() - t0
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernels.sort(key=lambda e: e.time_range.start)
+    n = args.tokens
+    agg: dict[str, list[float]] = defaultdict(list)
+    for e in kernels:
+        agg[short(e.name)].append(e.time_range.elapsed_us())
+    total = sum(sum(v) for v in agg.values())
+    print(f"model {args.model}, cache {args.cache}, depth {args.depth}, graph {args.graph}: "
+          f"{n} tokens, wall {wall / n * 1e3:.3f} ms/token ({n / wall:.1f} tok/s), "
+          f"kernel time {total / n / 1e3:.3f} ms/token, {len(kernels) / n:.0f} kernels/token")
+    print()
+    print("| kernel | per token | µs per launch | µs per token | share |")
+    print("|---|---:|---:|---:|---:|")
+    for k, v in sorted(agg.items(), key=lambda kv: -sum(kv[1])):
+        print(f"| `{k}` | {len(v) / n:.0f} | {np.mean(v):.2f} | {sum(v) / n:.1f} | {100 * sum(v) / total:.1f}% |")
+    # One layer in order: the kernels of the last token, from the 2nd launch of its first kernel name.
+    last = kernels[-len(kernels) // n:]
+    print()
+    print(f"one layer of the last token, in launch order (µs): ")
+    start = 1
+    for i, e in enumerate(last[start:start + args.layer_kernels]):
+        print(f"  {e.time_range.elapsed_us():8.2f}  {short(e.name)}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

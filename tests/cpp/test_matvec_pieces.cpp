@@ -1,0 +1,91 @@
+// test_matvec_pieces.cpp — the CUDA decode matvec's weight unpacking (backends/cuda/kernels/
+// matvec_pieces.cuh) checked on the host, so CI (no GPU) runs it: for every quantized type, the
+// pieces of a block cover each of its values exactly once, and their int8 dot products, scaled
+// as the kernel scales them, equal the dot product of dequant_block's values with the same int8
+// activations (exact in double). The two device intrinsics it uses get their documented meaning
+// here (PTX prmt's default mode with 3-bit selectors; dp4a on signed bytes).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/blocks.h"
+#include "quant/dequant.h"
+#include "test_harness.h"
+#include "test_vec_dot_util.h"
+
+#define __device__
+#define __forceinline__ inline
+namespace {
+inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+  const uint64_t v = ((uint64_t)y << 32) | x;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= (uint32_t)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return r;
+}
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i) c += (int8_t)(a >> (8 * i)) * (int8_t)(b >> (8 * i));
+  return c;
+}
+}  // namespace
+#include "../../backends/cuda/kernels/matvec_pieces.cuh"
+#undef __device__
+#undef __forceinline__
+
+namespace {
+
+using gaacrt::GGMLType;
+using gaacrt::strfmt;
+
+template <typename B, int QK>
+void check_pieces(GGMLType t, const char* name) {
+  using P = gaacrt::cuda::Piece<B>;
+  std::mt19937 rng(17 + (int)t);
+  for (int trial = 0; trial < 64; ++trial) {
+    std::vector<uint8_t> raw = gaacrt::test::random_row(t, QK, rng);
+    B blk;
+    std::memcpy(&blk, raw.data(), sizeof(B));
+    float w[QK];
+    gaacrt::dequant_block(blk, w);
+    int8_t xq[QK];
+    for (auto& v : xq) v = (int8_t)((int)(rng() % 255) - 127);
+    double ref = 0, got = 0;
+    for (int i = 0; i < QK; ++i) ref += (double)w[i] * xq[i];
+    std::vector<int> seen(QK, 0);
+    for (int k = 0; k < P::kLanes; ++k) {
+      const auto v = P::load(raw.data(), k);
+      for (int g = 0; g < P::G; ++g) {
+        int s = 0;
+        for (int i = 0; i < P::W; ++i) {
+          const int c = v.col[g] + P::kStep * i;
+          int xw;
+          std::memcpy(&xw, xq + c, 4);
+          s = __dp4a((int)v.w[g][i], xw, s);
+          for (int j = 0; j < 4; ++j) seen[c + j]++;
+        }
+        double xsum = 0;  // Σ xq over the group's 32-block (the kernel's xs with xd = 1)
+        for (int i = 0; i < 32; ++i) xsum += xq[v.col[g] / 32 * 32 + i];
+        got += (double)v.d[g] * s + (P::kMin ? (double)v.m[g] * xsum : 0.0);
+      }
+    }
+    for (int i = 0; i < QK; ++i) CHECK(seen[i] == 1, strfmt("%s: value %d read %d times", name, i, seen[i]));
+    // dequant_block rounds d·q (and + m) to float per value; the pieces scale the exact integer sum.
+    CHECK(std::fabs(got - ref) <= 1e-5 * (1 + std::fabs(ref)), strfmt("%s: %.9g vs %.9g", name, got, ref));
+  }
+}
+
+TEST_CASE(cuda_matvec_pieces_match_dequant_block) {
+  check_pieces<gaacrt::block_q4_0, 32>(GGMLType::Q4_0, "q4_0");
+  check_pieces<gaacrt::block_q4_1, 32>(GGMLType::Q4_1, "q4_1");
+  check_pieces<gaacrt::block_q5_0, 32>(GGMLType::Q5_0, "q5_0");
+  check_pieces<gaacrt::block_q5_1, 32>(GGMLType::Q5_1, "q5_1");
+  check_pieces<gaacrt::block_q8_0, 32>(GGMLType::Q8_0, "q8_0");
+  check_pieces<gaacrt::block_iq4_nl, 32>(GGMLType::IQ4_NL, "iq4_nl");
+  check_pieces<gaacrt::block_q4_k, 256>(GGMLType::Q4_K, "q4_K");
+  check_pieces<gaacrt::block_q5_k, 256>(GGMLType::Q5_K, "q5_K");
+  check_pieces<gaacrt::block_q6_k, 256>(GGMLType::Q6_K, "q6_K");
+  check_pieces<gaacrt::block_iq4_xs, 256>(GGMLType::IQ4_XS, "iq4_xs");
+}
+
+}  // namespace

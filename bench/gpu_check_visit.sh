@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# bench/gpu_check_visit.sh — one GPU-machine visit that builds gaacrt, runs the CUDA tests and
+# the quick speed checks, for iterating on kernels (no network there; .whl/ carries the gguf wheel):
+#
+#   bash bench/gpu_check_visit.sh                 # all stages
+#   STAGES="build tests profile e2e" bash bench/gpu_check_visit.sh
+#
+# Stages: build (pip install --no-build-isolation, ~40 s), tests (tests/test_cuda_*.py and
+# tests/test_bench_hooks.py), profile (bench/cuda_kernel_profile.py on the Llama-3.1-8B-shaped
+# Q4_0 model of bench/gen_8b.py, depth 0), e2e (bench/cuda_e2e.py: pp512 with the reference and
+# the tensor-core prefill matmul, tg128 at depth 0; E2E_ARGS adds arguments), small (bench/
+# cuda_decode.py, SmolLM2's shape). Output also goes to $OUT/visit.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/check-out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/visit.log") 2>&1
+T0=$(date +%s)
+stage() { echo; echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+STAGES=${STAGES:-build tests profile e2e small}
+MODEL=${MODEL:-/tmp/llama31-8b-q4_0.gguf}
+PY=${PYTHON:-python3}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+"$PY" -m pip install -q --no-deps --target /tmp/site .whl/gguf-*.whl || echo "gguf wheel install failed"
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+if has build; then
+  stage "build"
+  MAX_JOBS=16 CMAKE_BUILD_PARALLEL_LEVEL=16 "$PY" -m pip install -q --no-build-isolation --no-deps . || { echo "build failed"; exit 1; }
+fi
+if has tests; then
+  stage "CUDA tests"
+  timeout 420 "$PY" -m pytest -q -p no:cacheprovider -x tests/test_cuda_backend.py tests/test_cuda_ops.py \
+    tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -25
+fi
+if has profile || has e2e; then
+  [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
+fi
+if has profile; then
+  stage "kernel profile, 8B shape, depth 0"
+  timeout 200 "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 8 2>&1 | tail -45
+fi
+if has e2e; then
+  stage "e2e: pp512 on the reference matmul, tg128 at depth 0"
+  # shellcheck disable=SC2086
+  timeout 300 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --kv-budget-gib 0 ${E2E_ARGS:-} 2>&1 | tail -20
+  stage "e2e: pp512 with the tensor-core prefill matmul"
+  GAACRT_CUDA_MMA_MATMUL=1 timeout 300 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --n-gen 16 \
+    --kv-budget-gib 0 2>&1 | tail -12
+fi
+if has small; then
+  stage "SmolLM2 shape decode"
+  timeout 200 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -12
+fi
+stage "done"

@@ -56,11 +56,13 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
 @pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS],
                          ids=lambda t: t.name)
 @pytest.mark.parametrize("n_tok", [9, 70, 130])
-def test_cuda_mma_matmul_matches_float64(cuda, cpu, t, n_tok, monkeypatch):
-    # The tensor-core prefill path (matmul_mma.cu, GAACRT_CUDA_MMA_MATMUL=1): bf16 hi + lo parts of
-    # weights and activations, three products, fp32 accumulation — close to fp32. 101 rows and
-    # 130 tokens leave partial tiles; 7 blocks of 32 columns a partial column step.
-    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "1")
+@pytest.mark.parametrize("path", ["mma", "reference"])
+def test_cuda_prefill_matmul_matches_float64(cuda, cpu, t, n_tok, path, monkeypatch):
+    # The tensor-core prefill path (matmul_mma.cu, the default): bf16 hi + lo parts of weights and
+    # activations, three products, fp32 accumulation — close to fp32; and matmul.cu's fp32
+    # reference kernel (GAACRT_CUDA_MMA_MATMUL=0). 101 rows and 130 tokens leave partial tiles;
+    # 7 blocks of 32 columns a partial column step.
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "1" if path == "mma" else "0")
     rng = np.random.default_rng(11 * int(t) + n_tok)
     bs = gguf.GGML_QUANT_SIZES[t][0]
     raw = random_rows(t, 101, bs * (3 if bs == 256 else 7), rng)

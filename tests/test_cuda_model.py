@@ -35,9 +35,10 @@ def test_cuda_model_logits_match_cpu(model_path):
     assert_close_logits(b, a)
 
 
-def test_cuda_model_logits_with_the_mma_prefill_match_cpu(model_path, monkeypatch):
-    # The same comparison with prefill matmuls on tensor cores (matmul_mma.cu, off by default).
-    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "1")
+def test_cuda_model_logits_with_the_reference_prefill_match_cpu(model_path, monkeypatch):
+    # The same comparison with prefill matmuls on matmul.cu's CUDA-core reference kernel instead
+    # of the tensor cores (matmul_mma.cu, the default).
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "0")
     test_cuda_model_logits_match_cpu(model_path)
 
 

@@ -7,6 +7,8 @@
 // the same algebra the CPU's vec_dot kernels use (Q4_0's -8 is inside q_i; Q4_1/K-quants' mins go
 // through m). One warp per output row; lanes share blocks so each load is contiguous across the
 // warp (kernels/matvec_pieces.cuh); up to 8 tokens at once, so a weight row is read once for all.
+#include <cstdlib>
+
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"
@@ -417,8 +419,12 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
 
 bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
                     cudaStream_t stream, bool accumulate) {
+  static const bool off = [] {
+    const char* e = std::getenv("GAACRT_CUDA_MATVEC_SELF");  // 0: always quantize x in its own launch
+    return e && e[0] == '0';
+  }();
   const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
-  if (smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
+  if (off || smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
   check_q8_alignment(w, "matvec_q8_self");
   const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
   dispatch_block_type(w.type, [&](auto bt) {

@@ -8,6 +8,7 @@
 // through m). One warp per output row; lanes share blocks so each load is contiguous across the
 // warp (kernels/matvec_pieces.cuh); up to 8 tokens at once, so a weight row is read once for all.
 #include <cstdlib>
+#include <type_traits>
 
 #include "block_traits.cuh"
 #include "common/half.h"
@@ -50,71 +51,82 @@ struct XQ {
 };
 
 // One warp's dot products of R weight rows (R = 2: gate and up) with n_tok quantized activations,
-// reduced over the warp. Lane i takes pieces i, i + 32, ... of each row (matvec_pieces.cuh), U at
-// a time: all U pieces' loads are issued before any is used. `prologue` runs once, by every lane,
-// after the first pieces' loads are in flight — the kernels wait there for the previous kernel
-// (PDL) and, if they quantize x themselves, do it there: the weights do not depend on earlier
-// kernels, so their first bytes are already on the way. Every kernel sums in this one order, so
-// they all give the same bits.
-template <typename Block, int QK, int R, typename Prologue>
-__device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int64_t n_cols, int n_tok, const XQ& x,
-                                          int lane, float (&acc)[R][kMatvecQ8MaxTokens], Prologue&& prologue) {
+// reduced over the warp. Lane i takes part i % L of blocks i / L, i / L + 32 / L, ... of each
+// row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
+// are loaded before the current batch is unpacked and dotted, so a warp always has loads in
+// flight. `prologue` runs once, by every lane, after the first batch's loads are issued — the
+// kernels wait there for the previous kernel (PDL) and, if they quantize x themselves, do it
+// there: the weights do not depend on earlier kernels, so their first bytes are on the way.
+// Every kernel sums in this one order, so they all give the same bits.
+template <typename Block, int QK, int T, int R, typename Prologue>
+__device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
+                                          int lane, float (&acc)[R][T], Prologue&& prologue) {
   using P = Piece<Block>;
-  constexpr int L = P::kLanes, U = P::G >= 4 ? 2 : 8 / P::G;
-  const int64_t n_pieces = n_cols / QK * L, n_sub = n_cols / 32;
+  using Raw = typename P::Raw;
+  constexpr int L = P::kLanes, kStride = kWarpSize / L;  // blocks one warp step covers
+  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2, kBatch = kStride * U;
+  const int n_blocks = n_cols / QK, n_sub = n_cols / 32, k = lane % L;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < kMatvecQ8MaxTokens; ++t) acc[r][t] = 0.f;
-  PieceVals<P::G, P::W> v[R][U];
-  auto load = [&](int64_t p0) {
+    for (int t = 0; t < T; ++t) acc[r][t] = 0.f;
+  Raw cur[R][U], nxt[R][U];
+  auto load = [&](Raw (&dst)[R][U], int b0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t p = min(p0 + (int64_t)kWarpSize * u, n_pieces - 1);  // past the end: a valid piece, unused
+      const int b = min(b0 + kStride * u, n_blocks - 1);  // past the end: a valid block, unused
 #pragma unroll
-      for (int r = 0; r < R; ++r) v[r][u] = P::load(rows[r] + (p / L) * (int64_t)sizeof(Block), (int)(p % L));
+      for (int r = 0; r < R; ++r) dst[r][u] = P::load(rows[r] + (size_t)b * sizeof(Block), k);
     }
   };
-  int64_t p0 = lane;
-  load(p0);
+  int b0 = lane / L;
+  load(cur, b0);
   prologue();
   for (;;) {
+    const int b1 = b0 + kBatch;
+    const bool more = b1 < n_blocks;
+    if (more) load(nxt, b1);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t p = p0 + (int64_t)kWarpSize * u;
-      if (p >= n_pieces) break;
-      const int64_t col0 = p / L * QK;
+      const int b = b0 + kStride * u;
+      if (b >= n_blocks) break;
+      PieceVals<P::G, P::W> v[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) v[r] = P::unpack(cur[r][u], k);
 #pragma unroll
       for (int g = 0; g < P::G; ++g) {
-        const int64_t col = col0 + v[0][u].col[g], xb = col / 32;
+        const int col = b * QK + v[0].col[g], xb = col / 32;
 #pragma unroll
-        for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+        for (int t = 0; t < T; ++t) {
           if (t >= n_tok) break;
-          const int8_t* xr = x.q + (int64_t)t * n_cols + col;
+          const int8_t* xr = x.q + t * n_cols + col;
           int xw[P::W];
 #pragma unroll
-          for (int i = 0; i < P::W; ++i) xw[i] = *reinterpret_cast<const int*>(xr + P::kStep * i);
-          const float xd = x.d[(int64_t)t * n_sub + xb];
-          const float xs = P::kMin ? x.s[(int64_t)t * n_sub + xb] : 0.f;
+          for (int i = 0; i < P::W; ++i) xw[i] = *reinterpret_cast<const int*>(xr + P::off(i));
+          const float xd = x.d[t * n_sub + xb];
+          const float xs = P::kMin ? x.s[t * n_sub + xb] : 0.f;
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             int s = 0;
 #pragma unroll
-            for (int i = 0; i < P::W; ++i) s = __dp4a((int)v[r][u].w[g][i], xw[i], s);
-            acc[r][t] += xd * (v[r][u].d[g] * (float)s);
-            if (P::kMin) acc[r][t] += v[r][u].m[g] * xs;
+            for (int i = 0; i < P::W; ++i) s = __dp4a((int)v[r].w[g][i], xw[i], s);
+            acc[r][t] += xd * (v[r].d[g] * (float)s);
+            if (P::kMin) acc[r][t] += v[r].m[g] * xs;
           }
         }
       }
     }
-    p0 += (int64_t)kWarpSize * U;
-    if (p0 >= n_pieces) break;
-    load(p0);
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r) cur[r][u] = nxt[r][u];
+    b0 = b1;
   }
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+    for (int t = 0; t < T; ++t) {
       if (t >= n_tok) break;
       acc[r][t] = warp_sum_f32(acc[r][t]);
     }
@@ -140,7 +152,7 @@ __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, fl
   }
 }
 
-template <typename Block, int QK>
+template <typename Block, int QK, int T>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
@@ -148,11 +160,11 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
-  float acc[1][kMatvecQ8MaxTokens];
+  float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+  for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
     if (lane == 0) y[(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
   }
@@ -163,7 +175,7 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 // loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it; the
 // quantization is rows_dots' prologue, so the weights' first loads are already in flight.
 constexpr int kSelfRows = 8, kSelfUnroll = 4;
-template <typename Block, int QK, bool kAccumulate>
+template <typename Block, int QK, int T, bool kAccumulate>
 __global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
@@ -191,13 +203,13 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
     }
     __syncthreads();
   };
-  float acc[1][kMatvecQ8MaxTokens];
+  float acc[1][T];
   // Every warp takes part in the quantization: one past the last row reads the last row, unused.
   const uint8_t* rows[1] = {w + (row < n_rows ? row : n_rows - 1) * row_stride};
-  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, quantize_x);
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, quantize_x);
   if (row >= n_rows) return;
 #pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+  for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
     if (lane != 0) continue;
     const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
@@ -216,7 +228,7 @@ struct MultiArgs {
   unsigned first[4];  // first thread block of each matrix; first[n_w] = the grid
 };
 
-template <typename Block, int QK>
+template <typename Block, int QK, int T>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
                        const float* __restrict__ xd, const float* __restrict__ xs) {
@@ -225,19 +237,19 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n_rows = a.rows[i];
   if (row >= n_rows) return;
-  float acc[1][kMatvecQ8MaxTokens];
+  float acc[1][T];
   const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
   const float* bias = a.bias[i];
 #pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+  for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
     if (lane == 0) a.y[i][(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
   }
 }
 
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
-template <typename Block, int QK, int kAct>
+template <typename Block, int QK, int T, int kAct>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
                          int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
@@ -245,11 +257,11 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
-  float acc[2][kMatvecQ8MaxTokens];  // gate, up
+  float acc[2][T];  // gate, up
   const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK>(rows, n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
-  for (int t = 0; t < kMatvecQ8MaxTokens; ++t) {
+  for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
     if (lane != 0) continue;
     const float x = acc[0][t], u = acc[1][t];
@@ -265,22 +277,44 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
 }
 
 // xn = rms_norm(x)·w (rms_norm.cu's arithmetic: one block of 256 per row, the sum of squares in
-// double) and its int8 quantization per 32 values, in one launch.
-constexpr int kNormThreads = 256;
+// double) and its int8 quantization per 32 values, in one launch. Each warp loads kNormUnroll of
+// its 32-blocks (x and w) before quantizing any: a loop of one block at a time waited out a
+// memory round trip per block (17 µs for a 4,096 row on the H200; this is latency, not bytes).
+constexpr int kNormThreads = 256, kNormUnroll = 8;
 __global__ void __launch_bounds__(kNormThreads)
 norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps, int64_t dim,
                   float* __restrict__ xn, int8_t* __restrict__ xq, float* __restrict__ xd, float* __restrict__ xs) {
   pdl_begin();
   const float* xr = x + blockIdx.x * dim;
   const float inv = row_inv_rms<kNormThreads>(xr, dim, eps);
+  constexpr int kWarps = kNormThreads / kWarpSize;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t n_sub = dim / 32, b0 = (int64_t)blockIdx.x * n_sub;
-  for (int64_t sb = warp; sb < n_sub; sb += kNormThreads / kWarpSize) {
-    const int64_t i = sb * 32 + lane;
-    const float v = xr[i] * inv * w[i];
-    xn[blockIdx.x * dim + i] = v;
-    quantize_block(v, lane, xq + (b0 + sb) * 32, xd + b0 + sb, xs + b0 + sb);
+  for (int64_t s0 = warp; s0 < n_sub; s0 += kWarps * kNormUnroll) {
+    float xv[kNormUnroll], wv[kNormUnroll];
+#pragma unroll
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const int64_t sb = s0 + u * kWarps, i = sb * 32 + lane;
+      xv[u] = sb < n_sub ? xr[i] : 0.f;
+      wv[u] = sb < n_sub ? w[i] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const int64_t sb = s0 + u * kWarps;  // warp-uniform
+      if (sb >= n_sub) break;
+      const float v = xv[u] * inv * wv[u];
+      xn[blockIdx.x * dim + sb * 32 + lane] = v;
+      quantize_block(v, lane, xq + (b0 + sb) * 32, xd + b0 + sb, xs + b0 + sb);
+    }
   }
+}
+
+// Runs f(std::integral_constant<int, T>{}): T = 1 for one token (the common decode step: half
+// the registers of 8, so more warps in flight), else kMatvecQ8MaxTokens.
+template <typename F>
+void dispatch_tokens(int64_t n_tok, F&& f) {
+  if (n_tok == 1) f(std::integral_constant<int, 1>{});
+  else f(std::integral_constant<int, kMatvecQ8MaxTokens>{});
 }
 
 // Types whose blocks are a multiple of 4 bytes are read with 32-bit loads (matvec_pieces.cuh).
@@ -319,11 +353,11 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
       x, n_blocks, xq, xd, xs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_block_type(w.type, [&](auto bt) {
+  dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+    launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value>, grid, kRowsPerBlock * kWarpSize, 0, stream,
         static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
-  });
+  }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -366,12 +400,12 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-      dispatch_block_type(w[i].type, [&](auto bt) {
+      dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[i].type, [&](auto bt) {
         using BT = decltype(bt);
-        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value>, grid, kRowsPerBlock * kWarpSize, 0, stream,
             static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
             a.s, y[i], bias ? bias[i] : nullptr);
-      });
+      }); });
       GAACRT_CUDA_CHECK(cudaGetLastError());
     }
     return;
@@ -387,11 +421,11 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     m.bias[i] = on && bias ? bias[i] : nullptr;
     m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock);
   }
-  dispatch_block_type(w[0].type, [&](auto bt) {
+  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[0].type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
+    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
         m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
-  });
+  }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -402,17 +436,17 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
   check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   const unsigned grid = (unsigned)((gate.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_block_type(gate.type, [&](auto bt) {
+  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(gate.type, [&](auto bt) {
     using BT = decltype(bt);
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
     if (act == Activation::SiLU)
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
     else
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream,
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
-  });
+  }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
 }
@@ -427,15 +461,15 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
   if (off || smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
   check_q8_alignment(w, "matvec_q8_self");
   const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
-  dispatch_block_type(w.type, [&](auto bt) {
+  dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     if (accumulate)
-      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, true>, grid, kSelfRows * kWarpSize, smem, stream,
+      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>, grid, kSelfRows * kWarpSize, smem, stream,
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
     else
-      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, false>, grid, kSelfRows * kWarpSize, smem, stream,
+      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kSelfRows * kWarpSize, smem, stream,
           static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
-  });
+  }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
 }

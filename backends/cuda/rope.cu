@@ -87,25 +87,31 @@ __device__ __forceinline__ void store_bf16(const KVLayerView& kv, const KVTokenS
 }
 
 // qk_rope_store without q/k norms, whole-head rotation: rope_kernel on q and k, then kv_store of
-// k and v, one thread per (token, pair i) doing channels a and b of every head. Same bits.
+// k and v. One thread per (head, token, pair i) — q's heads, then k's, whose threads also store
+// the rotated k pair and the v pair: at decode a thread per pair looping over the heads waited
+// out one memory round trip per head (17 µs a layer on the H200). Same bits.
 __global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ v, int64_t n_tok, int32_t n_head,
                                   int32_t head_dim, const int32_t* __restrict__ pos, const float* __restrict__ freq_factors,
                                   RopeConst c, KVLayerView kv, const KVTokenSlot* __restrict__ slots) {
   pdl_begin();
-  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= n_tok * c.half) return;
-  const RopePair p = rope_pair(idx, pos, freq_factors, c);
-  rotate_heads(q, p, n_head, head_dim);
-  rotate_heads(k, p, kv.n_head_kv, head_dim);
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n_pairs = n_tok * c.half;
+  if (idx >= n_pairs * (n_head + kv.n_head_kv)) return;
+  const int32_t hs = (int32_t)(idx / n_pairs);
+  const RopePair p = rope_pair(idx % n_pairs, pos, freq_factors, c);
+  const bool is_k = hs >= n_head;
+  const int32_t h = is_k ? hs - n_head : hs;
+  float* r = (is_k ? k + (p.t * kv.n_head_kv + h) * head_dim : q + (p.t * n_head + h) * head_dim);
+  const float x0 = r[p.a], x1 = r[p.b];
+  const float y0 = x0 * p.cs - x1 * p.sn, y1 = x0 * p.sn + x1 * p.cs;
+  r[p.a] = y0;
+  r[p.b] = y1;
+  if (!is_k) return;
   const KVTokenSlot s = slots[p.t];
-  for (int32_t h = 0; h < kv.n_head_kv; ++h) {
-    const float* r = k + (p.t * kv.n_head_kv + h) * head_dim;
-    const float* w = v + (p.t * kv.n_head_kv + h) * head_dim;
-    store_bf16(kv, s, h, 0, p.a, r[p.a]);
-    store_bf16(kv, s, h, 0, p.b, r[p.b]);
-    store_bf16(kv, s, h, 1, p.a, w[p.a]);
-    store_bf16(kv, s, h, 1, p.b, w[p.b]);
-  }
+  const float* vr = v + (p.t * kv.n_head_kv + h) * head_dim;
+  store_bf16(kv, s, h, 0, p.a, y0);
+  store_bf16(kv, s, h, 0, p.b, y1);
+  store_bf16(kv, s, h, 1, p.a, vr[p.a]);
+  store_bf16(kv, s, h, 1, p.b, vr[p.b]);
 }
 
 RopeConst rope_const(const RopeParams& p, int32_t head_dim) {
@@ -156,7 +162,7 @@ void CudaBackend::qk_rope_store(float* q, float* k, const float* v, int64_t n_to
     return;
   }
   const RopeConst c = rope_const(rope, kv.head_dim_k);
-  const int64_t n = n_tok * c.half;
+  const int64_t n = n_tok * c.half * (n_head + kv.n_head_kv);
   launch_kernel(rope_store_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_,
       q, k, v, n_tok, n_head, kv.head_dim_k, pos, rope.freq_factors, c, kv, slots);
   GAACRT_CUDA_CHECK(cudaGetLastError());

@@ -15,6 +15,7 @@
 #include "test_harness.h"
 #include "test_vec_dot_util.h"
 
+#define __host__
 #define __device__
 #define __forceinline__ inline
 namespace {
@@ -30,6 +31,7 @@ inline int __dp4a(int a, int b, int c) {
 }
 }  // namespace
 #include "../../backends/cuda/kernels/matvec_pieces.cuh"
+#undef __host__
 #undef __device__
 #undef __forceinline__
 
@@ -54,11 +56,11 @@ void check_pieces(GGMLType t, const char* name) {
     for (int i = 0; i < QK; ++i) ref += (double)w[i] * xq[i];
     std::vector<int> seen(QK, 0);
     for (int k = 0; k < P::kLanes; ++k) {
-      const auto v = P::load(raw.data(), k);
+      const auto v = P::unpack(P::load(raw.data(), k), k);
       for (int g = 0; g < P::G; ++g) {
         int s = 0;
         for (int i = 0; i < P::W; ++i) {
-          const int c = v.col[g] + P::kStep * i;
+          const int c = v.col[g] + P::off(i);
           int xw;
           std::memcpy(&xw, xq + c, 4);
           s = __dp4a((int)v.w[g][i], xw, s);

@@ -1,21 +1,20 @@
 // matvec_pieces.cuh — how the int8 decode matvec (matvec_q8.cu) reads a quantized weight row.
 //
 // The row is cut into pieces: Piece<B>::kLanes consecutive lanes share one block, each taking a
-// few contiguous bytes of it, so one warp-wide load reads one contiguous span of the row (eight
-// Q4_0 blocks, 144 bytes, in a couple of L1 wavefronts). Reading whole 18-byte blocks per lane
-// instead cost 17 byte-wide loads per lane, each spanning 576 bytes: the L1, not DRAM, was the
-// limit (0.65 TB/s on the H200).
+// contiguous run of its bytes (8 or 16), so one warp-wide load reads one contiguous span of the
+// row. (Reading a whole 18-byte Q4_0 block per lane cost 17 byte-wide loads per lane, each
+// spanning 576 bytes: the L1, not DRAM, was the limit, 0.65 TB/s on the H200.)
 //
-// Piece<B>: kLanes (lanes per block), G groups of W words each, kStep (columns between a group's
-// words), kMin (whether m is used), and load(block bytes, lane's part) -> PieceVals.
-//
-// A piece unpacks to G groups of W int8x4 words; a group's words lie in one 32-value block of x
-// (the unit of x's int8 scale) and share one weight scale d, so its contribution per token is
-//     xd · (d · Σ dp4a(w, xq)) + m · xs          (xs = xd · Σ xq over that 32-block)
+// A piece is read in two steps, so the kernel can have the next pieces' loads in flight while it
+// computes on the current ones: load() fetches the raw bytes into registers (Raw), unpack() turns
+// them into G groups of W int8x4 words. A group's words lie in one 32-value block of x (the unit
+// of x's int8 scale) at columns col[g] + off(i) of the weight block, and share one weight scale
+// d, so the group's contribution per token is
+//     xd · (d · Σ_i dp4a(w[g][i], xq)) + m · xs          (xs = xd · Σ xq over that 32-block)
 // m is the block minimum term (Q4_1, Q5_1, K-quants' -dmin·mn); only the group's first lane
-// carries it, so it is added once per 32 values. Offsets (Q4_0's -8, Q6_K's -32) are applied per
-// byte when unpacking: (q + 128 - off) ^ 0x80 is q - off as a signed byte, with no carry between
-// bytes because q + 128 - off < 256.
+// carries it (kMin says whether a type has one), so it is added once per 32 values. Offsets
+// (Q4_0's -8, Q6_K's -32) are applied per byte when unpacking: (q + 128 - off) ^ 0x80 is q - off
+// as a signed byte, with no carry between bytes because q + 128 - off < 256.
 #pragma once
 #include <cstdint>
 
@@ -27,7 +26,7 @@ namespace gaacrt::cuda {
 template <int G, int W>
 struct PieceVals {
   uint32_t w[G][W];  // int8x4 weights
-  int col[G];        // column of w[g][0] within the block; w[g][i] sits at col[g] + step·i
+  int col[G];        // column of the group's first word within the block
   float d[G], m[G];
 };
 
@@ -38,8 +37,8 @@ constexpr uint32_t kLow4 = 0x0F0F0F0Fu;
 __device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 // 32 bits from a 2-byte-aligned address (blocks of 18, 22, 34 and 210 bytes).
 __device__ __forceinline__ uint32_t ld32_a2(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
-// 32 bits from a 4-byte-aligned address (blocks whose size is a multiple of 4; launchers check
-// the data pointer).
+// 32 bits from a 4-byte-aligned address (blocks whose size is a multiple of 4; the launchers
+// check the data pointer).
 __device__ __forceinline__ uint32_t ld32_a4(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 template <int kOff>
@@ -82,25 +81,37 @@ __device__ __forceinline__ void scale_min_k4(int j, uint32_t s0, uint32_t s1, ui
   }
 }
 
+// Column offsets of a group's words: nibble types' qs words q0, q1 = bytes 8k..8k+7 hold
+// values 8k..8k+7 (low nibbles) and 16+8k.. (high nibbles), words at 8k + {0, 4, 16, 20};
+// contiguous types' at 4i.
+__host__ __device__ constexpr int nibble_off(int i) { return 4 * (i & 1) + 16 * (i >> 1); }
+__host__ __device__ constexpr int contiguous_off(int i) { return 4 * i; }
+
 }  // namespace pieces
 
 template <typename B>
 struct Piece;
 
-// ---- 32-value blocks: 4 lanes per block, lane k takes 8 values ------------------------------
-// Nibble types: qs bytes 4k..4k+3, i.e. values 4k..4k+3 (low nibbles) and 16+4k.. (high).
+// ---- 32-value blocks: 2 lanes per block, lane k takes 16 values ------------------------------
 template <>
 struct Piece<block_q4_0> {
-  static constexpr int kLanes = 4, G = 1, W = 2, kStep = 16;
+  static constexpr int kLanes = 2, G = 1, W = 4;
   static constexpr bool kMin = false;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
+  struct Raw { uint32_t q0, q1, d; };
+  __device__ static Raw load(const uint8_t* b, int k) {
+    using namespace pieces;
+    return {ld32_a2(b + 2 + 8 * k), ld32_a2(b + 6 + 8 * k), ld16(b)};
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    const uint32_t q = ld32_a2(b + 2 + 4 * k);
-    v.w[0][0] = minus<8>(q & kLow4);
-    v.w[0][1] = minus<8>((q >> 4) & kLow4);
-    v.col[0] = 4 * k;
-    v.d[0] = fp16_to_f32((uint16_t)ld16(b));
+    v.w[0][0] = minus<8>(r.q0 & kLow4);
+    v.w[0][1] = minus<8>(r.q1 & kLow4);
+    v.w[0][2] = minus<8>((r.q0 >> 4) & kLow4);
+    v.w[0][3] = minus<8>((r.q1 >> 4) & kLow4);
+    v.col[0] = 8 * k;
+    v.d[0] = fp16_to_f32((uint16_t)r.d);
     v.m[0] = 0.f;
     return v;
   }
@@ -108,16 +119,20 @@ struct Piece<block_q4_0> {
 
 template <>
 struct Piece<block_iq4_nl> {
-  static constexpr int kLanes = 4, G = 1, W = 2, kStep = 16;
+  static constexpr int kLanes = 2, G = 1, W = 4;
   static constexpr bool kMin = false;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
+  using Raw = Piece<block_q4_0>::Raw;  // same byte layout
+  __device__ static Raw load(const uint8_t* b, int k) { return Piece<block_q4_0>::load(b, k); }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    const uint32_t q = ld32_a2(b + 2 + 4 * k);
-    v.w[0][0] = lut16(q & kLow4);
-    v.w[0][1] = lut16((q >> 4) & kLow4);
-    v.col[0] = 4 * k;
-    v.d[0] = fp16_to_f32((uint16_t)ld16(b));
+    v.w[0][0] = lut16(r.q0 & kLow4);
+    v.w[0][1] = lut16(r.q1 & kLow4);
+    v.w[0][2] = lut16((r.q0 >> 4) & kLow4);
+    v.w[0][3] = lut16((r.q1 >> 4) & kLow4);
+    v.col[0] = 8 * k;
+    v.d[0] = fp16_to_f32((uint16_t)r.d);
     v.m[0] = 0.f;
     return v;
   }
@@ -125,33 +140,54 @@ struct Piece<block_iq4_nl> {
 
 template <>
 struct Piece<block_q4_1> {
-  static constexpr int kLanes = 4, G = 1, W = 2, kStep = 16;
+  static constexpr int kLanes = 2, G = 1, W = 4;
   static constexpr bool kMin = true;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
+  struct Raw { uint32_t q0, q1, dm; };
+  __device__ static Raw load(const uint8_t* b, int k) {
+    using namespace pieces;
+    return {ld32_a4(b + 4 + 8 * k), ld32_a4(b + 8 + 8 * k), ld32_a4(b)};
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    const uint32_t dm = ld32_a4(b), q = ld32_a4(b + 4 + 4 * k);
-    v.w[0][0] = q & kLow4;
-    v.w[0][1] = (q >> 4) & kLow4;
-    v.col[0] = 4 * k;
-    v.d[0] = fp16_to_f32((uint16_t)dm);
-    v.m[0] = k == 0 ? fp16_to_f32((uint16_t)(dm >> 16)) : 0.f;
+    v.w[0][0] = r.q0 & kLow4;
+    v.w[0][1] = r.q1 & kLow4;
+    v.w[0][2] = (r.q0 >> 4) & kLow4;
+    v.w[0][3] = (r.q1 >> 4) & kLow4;
+    v.col[0] = 8 * k;
+    v.d[0] = fp16_to_f32((uint16_t)r.dm);
+    v.m[0] = k == 0 ? fp16_to_f32((uint16_t)(r.dm >> 16)) : 0.f;
     return v;
   }
 };
 
+// Q5: the fifth bits of values 8k..8k+7 are qh bits 8k.., of values 16+8k.. bits 16+8k...
+template <int kOffset>
+__device__ __forceinline__ void unpack_q5(uint32_t q0, uint32_t q1, uint32_t qh, int k, PieceVals<1, 4>& v) {
+  using namespace pieces;
+  const uint32_t lo = qh >> (8 * k), hi = qh >> (16 + 8 * k);
+  v.w[0][0] = minus<kOffset>((q0 & kLow4) | spread4(lo & 0xFu));
+  v.w[0][1] = minus<kOffset>((q1 & kLow4) | spread4((lo >> 4) & 0xFu));
+  v.w[0][2] = minus<kOffset>(((q0 >> 4) & kLow4) | spread4(hi & 0xFu));
+  v.w[0][3] = minus<kOffset>(((q1 >> 4) & kLow4) | spread4((hi >> 4) & 0xFu));
+  v.col[0] = 8 * k;
+}
+
 template <>
 struct Piece<block_q5_0> {
-  static constexpr int kLanes = 4, G = 1, W = 2, kStep = 16;
+  static constexpr int kLanes = 2, G = 1, W = 4;
   static constexpr bool kMin = false;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
+  struct Raw { uint32_t q0, q1, qh, d; };
+  __device__ static Raw load(const uint8_t* b, int k) {
     using namespace pieces;
+    return {ld32_a2(b + 6 + 8 * k), ld32_a2(b + 10 + 8 * k), ld32_a2(b + 2), ld16(b)};
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     PieceVals<G, W> v;
-    const uint32_t qh = ld32_a2(b + 2), q = ld32_a2(b + 6 + 4 * k);
-    v.w[0][0] = minus<16>((q & kLow4) | spread4((qh >> (4 * k)) & 0xFu));
-    v.w[0][1] = minus<16>(((q >> 4) & kLow4) | spread4((qh >> (16 + 4 * k)) & 0xFu));
-    v.col[0] = 4 * k;
-    v.d[0] = fp16_to_f32((uint16_t)ld16(b));
+    unpack_q5<16>(r.q0, r.q1, r.qh, k, v);
+    v.d[0] = fp16_to_f32((uint16_t)r.d);
     v.m[0] = 0.f;
     return v;
   }
@@ -159,129 +195,163 @@ struct Piece<block_q5_0> {
 
 template <>
 struct Piece<block_q5_1> {
-  static constexpr int kLanes = 4, G = 1, W = 2, kStep = 16;
+  static constexpr int kLanes = 2, G = 1, W = 4;
   static constexpr bool kMin = true;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
+  struct Raw { uint32_t q0, q1, qh, dm; };
+  __device__ static Raw load(const uint8_t* b, int k) {
     using namespace pieces;
+    return {ld32_a4(b + 8 + 8 * k), ld32_a4(b + 12 + 8 * k), ld32_a4(b + 4), ld32_a4(b)};
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     PieceVals<G, W> v;
-    const uint32_t dm = ld32_a4(b), qh = ld32_a4(b + 4), q = ld32_a4(b + 8 + 4 * k);
-    v.w[0][0] = (q & kLow4) | spread4((qh >> (4 * k)) & 0xFu);
-    v.w[0][1] = ((q >> 4) & kLow4) | spread4((qh >> (16 + 4 * k)) & 0xFu);
-    v.col[0] = 4 * k;
-    v.d[0] = fp16_to_f32((uint16_t)dm);
-    v.m[0] = k == 0 ? fp16_to_f32((uint16_t)(dm >> 16)) : 0.f;
+    unpack_q5<0>(r.q0, r.q1, r.qh, k, v);
+    v.d[0] = fp16_to_f32((uint16_t)r.dm);
+    v.m[0] = k == 0 ? fp16_to_f32((uint16_t)(r.dm >> 16)) : 0.f;
     return v;
   }
 };
 
-// Q8_0: lane k takes qs bytes 8k..8k+7, values 8k..8k+7.
+// Q8_0: lane k takes qs bytes 16k..16k+15, values 16k..16k+15.
 template <>
 struct Piece<block_q8_0> {
-  static constexpr int kLanes = 4, G = 1, W = 2, kStep = 4;
+  static constexpr int kLanes = 2, G = 1, W = 4;
   static constexpr bool kMin = false;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::contiguous_off(i); }
+  struct Raw { uint32_t q[4], d; };
+  __device__ static Raw load(const uint8_t* b, int k) {
     using namespace pieces;
+    const uint8_t* q = b + 2 + 16 * k;
+    return {{ld32_a2(q), ld32_a2(q + 4), ld32_a2(q + 8), ld32_a2(q + 12)}, ld16(b)};
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     PieceVals<G, W> v;
-    v.w[0][0] = ld32_a2(b + 2 + 8 * k);
-    v.w[0][1] = ld32_a2(b + 6 + 8 * k);
-    v.col[0] = 8 * k;
-    v.d[0] = fp16_to_f32((uint16_t)ld16(b));
+    for (int i = 0; i < 4; ++i) v.w[0][i] = r.q[i];
+    v.col[0] = 16 * k;
+    v.d[0] = fp16_to_f32((uint16_t)r.d);
     v.m[0] = 0.f;
     return v;
   }
 };
 
 // ---- 256-value blocks -----------------------------------------------------------------------
-// Q4_K / Q5_K: 16 lanes per block. Lane k: 64-value chunk c = k/4, qs bytes j0 = 8(k%4) .. +7 of
-// the chunk's 32, i.e. values j0.. of sub-block 2c (low nibbles) and of 2c+1 (high nibbles).
+// Q4_K / Q5_K: 8 lanes per block. Lane k: 64-value chunk c = k/2, qs bytes j0 = 16(k%2) .. +15
+// of the chunk's 32, i.e. values j0.. of sub-block 2c (low nibbles) and of 2c+1 (high nibbles).
 template <bool kQ5>
-__device__ __forceinline__ PieceVals<2, 2> load_k4(const uint8_t* b, int k) {
-  using namespace pieces;
-  PieceVals<2, 2> v;
-  const int c = k >> 2, j0 = 8 * (k & 3);
-  const uint32_t dd = ld32_a4(b), s0 = ld32_a4(b + 4), s1 = ld32_a4(b + 8), s2 = ld32_a4(b + 12);
-  const uint8_t* qs = b + (kQ5 ? 48 : 16) + 32 * c + j0;
-  const uint32_t q0 = ld32_a4(qs), q1 = ld32_a4(qs + 4);
-  v.w[0][0] = q0 & kLow4;
-  v.w[0][1] = q1 & kLow4;
-  v.w[1][0] = (q0 >> 4) & kLow4;
-  v.w[1][1] = (q1 >> 4) & kLow4;
-  if (kQ5) {
-    const uint32_t h0 = ld32_a4(b + 16 + j0), h1 = ld32_a4(b + 20 + j0);
-    v.w[0][0] |= ((h0 >> (2 * c)) & 0x01010101u) << 4;
-    v.w[0][1] |= ((h1 >> (2 * c)) & 0x01010101u) << 4;
-    v.w[1][0] |= ((h0 >> (2 * c + 1)) & 0x01010101u) << 4;
-    v.w[1][1] |= ((h1 >> (2 * c + 1)) & 0x01010101u) << 4;
-  }
-  const float d = fp16_to_f32((uint16_t)dd), dmin = fp16_to_f32((uint16_t)(dd >> 16));
-  for (int g = 0; g < 2; ++g) {
-    float sc, mn;
-    scale_min_k4(2 * c + g, s0, s1, s2, sc, mn);
-    v.col[g] = 64 * c + 32 * g + j0;
-    v.d[g] = d * sc;
-    v.m[g] = (k & 3) == 0 ? -dmin * mn : 0.f;
-  }
-  return v;
-}
-
-template <>
-struct Piece<block_q4_k> {
-  static constexpr int kLanes = 16, G = 2, W = 2, kStep = 4;
+struct PieceK45 {
+  static constexpr int kLanes = 8, G = 2, W = 4;
   static constexpr bool kMin = true;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) { return load_k4<false>(b, k); }
-};
-template <>
-struct Piece<block_q5_k> {
-  static constexpr int kLanes = 16, G = 2, W = 2, kStep = 4;
-  static constexpr bool kMin = true;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) { return load_k4<true>(b, k); }
-};
-
-// Q6_K: 16 lanes per block. Lane k: half n = k/8, l0 = 4(k%8): ql bytes l0..l0+3 of the half's
-// two 32-byte rows and qh bytes l0..l0+3 give values 128n + 32r + l0.. for r = 0..3 (blocks.h).
-template <>
-struct Piece<block_q6_k> {
-  static constexpr int kLanes = 16, G = 4, W = 1, kStep = 4;
-  static constexpr bool kMin = false;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::contiguous_off(i); }
+  struct Raw { uint32_t q[4], h[kQ5 ? 4 : 1], dd, s0, s1, s2; };
+  __device__ static Raw load(const uint8_t* b, int k) {
+    using namespace pieces;
+    const int c = k >> 1, j0 = 16 * (k & 1);
+    const uint8_t* qs = b + (kQ5 ? 48 : 16) + 32 * c + j0;
+    Raw r;
+    for (int i = 0; i < 4; ++i) r.q[i] = ld32_a4(qs + 4 * i);
+    if (kQ5)
+      for (int i = 0; i < 4; ++i) r.h[i] = ld32_a4(b + 16 + j0 + 4 * i);
+    r.dd = ld32_a4(b);
+    r.s0 = ld32_a4(b + 4);
+    r.s1 = ld32_a4(b + 8);
+    r.s2 = ld32_a4(b + 12);
+    return r;
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    const int n = k >> 3, l0 = 4 * (k & 7);
-    const uint32_t ql0 = ld32_a2(b + 64 * n + l0), ql1 = ld32_a2(b + 64 * n + 32 + l0);
-    const uint32_t qh = ld32_a2(b + 128 + 32 * n + l0);
-    const uint32_t sc_lo = ld32_a2(b + 192 + 8 * n), sc_hi = ld32_a2(b + 196 + 8 * n);
-    const float d = fp16_to_f32((uint16_t)ld16(b + 208));
-    v.w[0][0] = minus<32>((ql0 & kLow4) | ((qh << 4) & 0x30303030u));
-    v.w[1][0] = minus<32>((ql1 & kLow4) | ((qh << 2) & 0x30303030u));
-    v.w[2][0] = minus<32>(((ql0 >> 4) & kLow4) | (qh & 0x30303030u));
-    v.w[3][0] = minus<32>(((ql1 >> 4) & kLow4) | ((qh >> 2) & 0x30303030u));
+    const int c = k >> 1, j0 = 16 * (k & 1);
+    for (int i = 0; i < 4; ++i) {
+      v.w[0][i] = r.q[i] & kLow4;
+      v.w[1][i] = (r.q[i] >> 4) & kLow4;
+      if (kQ5) {
+        v.w[0][i] |= ((r.h[i] >> (2 * c)) & 0x01010101u) << 4;
+        v.w[1][i] |= ((r.h[i] >> (2 * c + 1)) & 0x01010101u) << 4;
+      }
+    }
+    const float d = fp16_to_f32((uint16_t)r.dd), dmin = fp16_to_f32((uint16_t)(r.dd >> 16));
+    for (int g = 0; g < 2; ++g) {
+      float sc, mn;
+      scale_min_k4(2 * c + g, r.s0, r.s1, r.s2, sc, mn);
+      v.col[g] = 64 * c + 32 * g + j0;
+      v.d[g] = d * sc;
+      v.m[g] = j0 == 0 ? -dmin * mn : 0.f;
+    }
+    return v;
+  }
+};
+template <>
+struct Piece<block_q4_k> : PieceK45<false> {};
+template <>
+struct Piece<block_q5_k> : PieceK45<true> {};
+
+// Q6_K: 8 lanes per block. Lane k: half n = k/4, l0 = 8(k%4): ql bytes l0..l0+7 of the half's
+// two 32-byte rows and qh bytes l0..l0+7 give values 128n + 32r + l0.. for r = 0..3 (blocks.h);
+// each r is its own group (its own 32-block of x), with the scale of its 16-value half.
+template <>
+struct Piece<block_q6_k> {
+  static constexpr int kLanes = 8, G = 4, W = 2;
+  static constexpr bool kMin = false;
+  __host__ __device__ static constexpr int off(int i) { return pieces::contiguous_off(i); }
+  struct Raw { uint32_t l0[2], l1[2], h[2], sc[4], d; };
+  __device__ static Raw load(const uint8_t* b, int k) {
+    using namespace pieces;
+    const int n = k >> 2, l0 = 8 * (k & 3);
+    Raw r;
+    for (int i = 0; i < 2; ++i) {
+      r.l0[i] = ld32_a2(b + 64 * n + l0 + 4 * i);
+      r.l1[i] = ld32_a2(b + 64 * n + 32 + l0 + 4 * i);
+      r.h[i] = ld32_a2(b + 128 + 32 * n + l0 + 4 * i);
+    }
+    for (int q = 0; q < 4; ++q) r.sc[q] = ld16(b + 192 + 8 * n + 2 * q);  // scales 2q, 2q+1 of the half
+    r.d = ld16(b + 208);
+    return r;
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
+    using namespace pieces;
+    PieceVals<G, W> v;
+    const int n = k >> 2, l0 = 8 * (k & 3);
+    for (int i = 0; i < 2; ++i) {
+      v.w[0][i] = minus<32>((r.l0[i] & kLow4) | ((r.h[i] << 4) & 0x30303030u));
+      v.w[1][i] = minus<32>((r.l1[i] & kLow4) | ((r.h[i] << 2) & 0x30303030u));
+      v.w[2][i] = minus<32>(((r.l0[i] >> 4) & kLow4) | (r.h[i] & 0x30303030u));
+      v.w[3][i] = minus<32>(((r.l1[i] >> 4) & kLow4) | ((r.h[i] >> 2) & 0x30303030u));
+    }
+    const float d = fp16_to_f32((uint16_t)r.d);
     const int h = l0 >= 16 ? 8 : 0;  // which of the 32-block's two 16-value scales
-    const int8_t s[4] = {(int8_t)(sc_lo >> h), (int8_t)(sc_lo >> (16 + h)), (int8_t)(sc_hi >> h),
-                         (int8_t)(sc_hi >> (16 + h))};
-    for (int r = 0; r < 4; ++r) {
-      v.col[r] = 128 * n + 32 * r + l0;
-      v.d[r] = d * (float)s[r];
-      v.m[r] = 0.f;
+    for (int q = 0; q < 4; ++q) {
+      v.col[q] = 128 * n + 32 * q + l0;
+      v.d[q] = d * (float)(int8_t)(r.sc[q] >> h);
+      v.m[q] = 0.f;
     }
     return v;
   }
 };
 
-// IQ4_XS: 32 lanes per block, 4 per sub-block sb = k/4, qs bytes j = 4(k%4).. of its 16.
+// IQ4_XS: 16 lanes per block, 2 per sub-block sb = k/2, qs bytes 8(k%2).. of its 16 (the
+// nibble layout of IQ4_NL, one 32-value sub-block each).
 template <>
 struct Piece<block_iq4_xs> {
-  static constexpr int kLanes = 32, G = 1, W = 2, kStep = 16;
+  static constexpr int kLanes = 16, G = 1, W = 4;
   static constexpr bool kMin = false;
-  __device__ static PieceVals<G, W> load(const uint8_t* b, int k) {
+  __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
+  struct Raw { uint32_t q0, q1, dh, sl; };
+  __device__ static Raw load(const uint8_t* b, int k) {
+    using namespace pieces;
+    const uint8_t* q = b + 8 + 16 * (k >> 1) + 8 * (k & 1);
+    return {ld32_a4(q), ld32_a4(q + 4), ld32_a4(b), ld32_a4(b + 4)};
+  }
+  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    const int sb = k >> 2, j = 4 * (k & 3);
-    const uint32_t dh = ld32_a4(b), sl = ld32_a4(b + 4), q = ld32_a4(b + 8 + 16 * sb + j);
-    v.w[0][0] = lut16(q & kLow4);
-    v.w[0][1] = lut16((q >> 4) & kLow4);
-    v.col[0] = 32 * sb + j;
-    const int ls = (int)(((sl >> (4 * sb)) & 0xFu) | (((dh >> (16 + 2 * sb)) & 3u) << 4)) - 32;
-    v.d[0] = fp16_to_f32((uint16_t)dh) * (float)ls;
+    const int sb = k >> 1;
+    v.w[0][0] = lut16(r.q0 & kLow4);
+    v.w[0][1] = lut16(r.q1 & kLow4);
+    v.w[0][2] = lut16((r.q0 >> 4) & kLow4);
+    v.w[0][3] = lut16((r.q1 >> 4) & kLow4);
+    v.col[0] = 32 * sb + 8 * (k & 1);
+    const int ls = (int)(((r.sl >> (4 * sb)) & 0xFu) | (((r.dh >> (16 + 2 * sb)) & 3u) << 4)) - 32;
+    v.d[0] = fp16_to_f32((uint16_t)r.dh) * (float)ls;
     v.m[0] = 0.f;
     return v;
   }

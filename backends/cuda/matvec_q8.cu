@@ -152,7 +152,7 @@ __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, fl
   }
 }
 
-template <typename Block, int QK, int T>
+template <typename Block, int QK, int T, bool kAccumulate>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
@@ -166,7 +166,10 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
-    if (lane == 0) y[(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
+    if (lane != 0) continue;
+    const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
+    if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
+    else y[(int64_t)t * n_rows + row] = v;
   }
 }
 
@@ -339,7 +342,7 @@ size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols) {
 }
 
 void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
-               cudaStream_t stream) {
+               cudaStream_t stream, bool accumulate) {
   if (n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda matvec_q8: %lld tokens of %lld columns", (long long)n_tok, (long long)w.n_cols));
@@ -355,8 +358,12 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value>, grid, kRowsPerBlock * kWarpSize, 0, stream,
-        static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
+    auto run = [&](auto kernel) {
+      launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
+          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
+    };
+    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>);
+    else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -402,7 +409,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
       dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[i].type, [&](auto bt) {
         using BT = decltype(bt);
-        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kRowsPerBlock * kWarpSize, 0, stream,
             static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
             a.s, y[i], bias ? bias[i] : nullptr);
       }); });
@@ -458,7 +465,7 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
     return e && e[0] == '0';
   }();
   const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
-  if (off || smem > kMatvecQ8SelfMaxSmem || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
+  if (off || n_tok * w.n_cols > kMatvecQ8SelfMaxValues || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
   check_q8_alignment(w, "matvec_q8_self");
   const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {

@@ -44,7 +44,7 @@ void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, i
 }
 
 void CudaBackend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {
-  if (n_tok > 0 && n_tok <= kMatvecQ8MaxTokens && w.n_cols % 32 == 0 && matvec_q8_supported(w.type)) {
+  if (n_tok > 0 && w.n_rows > 0 && n_tok <= kMatvecQ8MaxTokens && w.n_cols % 32 == 0 && matvec_q8_supported(w.type)) {
     if (!matvec_q8_self(w, x, n_tok, y, nullptr, stream_, true))
       matvec_q8(w, x, n_tok, y, nullptr, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_, true);
     return;

@@ -20,27 +20,6 @@
 namespace gaacrt::cuda {
 namespace {
 
-// x(n_tok, n_cols) -> int8 xq, per 32 values: xd = amax / 127, xs = xd · Σ q. One warp per 32.
-__global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ xq,
-                                   float* __restrict__ xd, float* __restrict__ xs) {
-  pdl_begin();
-  const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (blk >= n_blocks) return;  // warp-uniform
-  const float v = x[blk * 32 + lane];
-  float amax = fabsf(v);
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax / 127.f;
-  const int q = d > 0.f ? __float2int_rn(v / d) : 0;
-  xq[blk * 32 + lane] = (int8_t)q;
-  int sum = q;
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (lane == 0) {
-    xd[blk] = d;
-    xs[blk] = d * (float)sum;
-  }
-}
-
 constexpr int kRowsPerBlock = 4;
 
 // Quantized activations as the dot products read them (global or shared memory): int8 values
@@ -50,13 +29,35 @@ struct XQ {
   const float *d, *s;
 };
 
+// The W int8x4 words of x a piece's group meets (columns off(i) from xr), in as few loads as
+// their layout allows: 16 contiguous bytes (Q8_0, K-quants' groups start on 16-byte columns),
+// two runs of 8 (nibble types: 0-7 and 16-23, from an 8-byte column), or one run of 8 (Q6_K).
+template <typename P>
+__device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
+  if constexpr (P::W == 4 && P::off(3) == 12) {
+    const int4 v = *reinterpret_cast<const int4*>(xr);
+    xw[0] = v.x; xw[1] = v.y; xw[2] = v.z; xw[3] = v.w;
+  } else if constexpr (P::W == 4) {
+    static_assert(P::off(1) == 4 && P::off(3) == P::off(2) + 4, "two runs of 8 bytes");
+    const int2 a = *reinterpret_cast<const int2*>(xr), b = *reinterpret_cast<const int2*>(xr + P::off(2));
+    xw[0] = a.x; xw[1] = a.y; xw[2] = b.x; xw[3] = b.y;
+  } else {
+    static_assert(P::W == 2 && P::off(1) == 4, "one run of 8 bytes");
+    const int2 a = *reinterpret_cast<const int2*>(xr);
+    xw[0] = a.x; xw[1] = a.y;
+  }
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // One warp's dot products of R weight rows (R = 2: gate and up) with n_tok quantized activations,
 // reduced over the warp. Lane i takes part i % L of blocks i / L, i / L + 32 / L, ... of each
 // row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
 // are loaded before the current batch is unpacked and dotted, so a warp always has loads in
-// flight. `prologue` runs once, by every lane, after the first batch's loads are issued — the
-// kernels wait there for the previous kernel (PDL) and, if they quantize x themselves, do it
-// there: the weights do not depend on earlier kernels, so their first bytes are on the way.
+// flight. `prologue` runs once, by every lane: the kernels wait there for the previous kernel
+// (PDL) and, if they quantize x themselves, do it there. The weights do not depend on earlier
+// kernels, so the first batch is prefetched into L2 before it; its loads, though written before
+// the prologue too, are moved after the wait by ptxas (seen in the SASS), prefetches are not.
 // Every kernel sums in this one order, so they all give the same bits.
 template <typename Block, int QK, int T, int R, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
@@ -80,6 +81,11 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
     }
   };
   int b0 = lane / L;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      prefetch_l2(rows[r] + (size_t)min(b0 + kStride * u, n_blocks - 1) * sizeof(Block) + k * (sizeof(Block) / L));
   load(cur, b0);
   prologue();
   for (;;) {
@@ -101,8 +107,7 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
           if (t >= n_tok) break;
           const int8_t* xr = x.q + t * n_cols + col;
           int xw[P::W];
-#pragma unroll
-          for (int i = 0; i < P::W; ++i) xw[i] = *reinterpret_cast<const int*>(xr + P::off(i));
+          load_x<P>(xr, xw);
           const float xd = x.d[t * n_sub + xb];
           const float xs = P::kMin ? x.s[t * n_sub + xb] : 0.f;
 #pragma unroll
@@ -150,6 +155,16 @@ __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, fl
     *xd = d;
     *xs = d * (float)sum;
   }
+}
+
+// x(n_tok, n_cols) -> int8 xq, per 32 values: xd = amax / 127, xs = xd · Σ q. One warp per 32.
+__global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ xq,
+                                   float* __restrict__ xd, float* __restrict__ xs) {
+  pdl_begin();
+  const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (blk >= n_blocks) return;  // warp-uniform
+  quantize_block(x[blk * 32 + lane], lane, xq + blk * 32, xd + blk, xs + blk);
 }
 
 template <typename Block, int QK, int T, bool kAccumulate>
@@ -320,14 +335,16 @@ void dispatch_tokens(int64_t n_tok, F&& f) {
   else f(std::integral_constant<int, kMatvecQ8MaxTokens>{});
 }
 
-// Types whose blocks are a multiple of 4 bytes are read with 32-bit loads (matvec_pieces.cuh).
-// Weights are uploaded one tensor per allocation, so this holds; a view that breaks it is refused.
+// Weights are read with 16-bit loads, and with 32-bit loads where the block size is a multiple of
+// 4 (matvec_pieces.cuh). Weights are uploaded one tensor per allocation, so this holds; a view
+// that breaks it is refused.
 void check_q8_alignment(const WeightView& w, const char* what) {
   dispatch_block_type(w.type, [&](auto bt) {
     using B = typename decltype(bt)::block;
-    if (piece_needs_align4<B>() && (reinterpret_cast<uintptr_t>(w.data) % 4 || w.row_stride % 4))
+    const unsigned align = piece_needs_align4<B>() ? 4 : 2;
+    if (reinterpret_cast<uintptr_t>(w.data) % align || w.row_stride % align)
       throw Error("backend", "invalid_argument",
-                  strfmt("cuda %s: %s weights must start on a 4-byte boundary", what, type_name(w.type)));
+                  strfmt("cuda %s: %s weights must start on a %u-byte boundary", what, type_name(w.type), align));
   });
 }
 

@@ -1,8 +1,9 @@
 // matvec_pieces.cuh — how the int8 decode matvec (matvec_q8.cu) reads a quantized weight row.
 //
 // The row is cut into pieces: Piece<B>::kLanes consecutive lanes share one block, each taking a
-// contiguous run of its bytes (8 or 16), so one warp-wide load reads one contiguous span of the
-// row. (Reading a whole 18-byte Q4_0 block per lane cost 17 byte-wide loads per lane, each
+// contiguous run of its quant bytes (8 or 16), so a warp-wide load of those reads one contiguous
+// span of the row (the block headers — scales, high bits — are loads the block's lanes share;
+// Q6_K reads three such runs). (Reading a whole 18-byte Q4_0 block per lane cost 17 byte-wide loads per lane, each
 // spanning 576 bytes: the L1, not DRAM, was the limit, 0.65 TB/s on the H200.)
 //
 // A piece is read in two steps, so the kernel can have the next pieces' loads in flight while it
@@ -13,7 +14,7 @@
 //     xd · (d · Σ_i dp4a(w[g][i], xq)) + m · xs          (xs = xd · Σ xq over that 32-block)
 // m is the block minimum term (Q4_1, Q5_1, K-quants' -dmin·mn); only the group's first lane
 // carries it (kMin says whether a type has one), so it is added once per 32 values. Offsets
-// (Q4_0's -8, Q6_K's -32) are applied per byte when unpacking: (q + 128 - off) ^ 0x80 is q - off
+// (Q4_0's -8, Q5_0's -16, Q6_K's -32) are applied per byte when unpacking: (q + 128 - off) ^ 0x80 is q - off
 // as a signed byte, with no carry between bytes because q + 128 - off < 256.
 #pragma once
 #include <cstdint>
@@ -43,7 +44,21 @@ __device__ __forceinline__ uint32_t ld32_a4(const uint8_t* p) { return *reinterp
 
 template <int kOff>
 __device__ __forceinline__ uint32_t minus(uint32_t q) {  // per byte: q - kOff, as int8
+  if (kOff == 0) return q;
   return (q + (uint32_t)(128 - kOff) * 0x01010101u) ^ 0x80808080u;
+}
+
+// fp16 bits to float: the hardware conversion on the GPU (exact for every non-NaN value, so the
+// same bits as half.h's fp16_to_f32, whose integer routine branches for subnormals: ~100 more
+// instructions per kernel), half.h's routine on the host (tests/cpp/test_matvec_pieces.cpp).
+__device__ __forceinline__ float h2f(uint32_t h) {
+#ifdef __CUDA_ARCH__
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+  return f;
+#else
+  return fp16_to_f32((uint16_t)h);
+#endif
 }
 
 // Bits 0..3 of b moved to bit 4 of bytes 0..3 (Q5's fifth bit).
@@ -111,7 +126,7 @@ struct Piece<block_q4_0> {
     v.w[0][2] = minus<8>((r.q0 >> 4) & kLow4);
     v.w[0][3] = minus<8>((r.q1 >> 4) & kLow4);
     v.col[0] = 8 * k;
-    v.d[0] = fp16_to_f32((uint16_t)r.d);
+    v.d[0] = h2f(r.d);
     v.m[0] = 0.f;
     return v;
   }
@@ -132,7 +147,7 @@ struct Piece<block_iq4_nl> {
     v.w[0][2] = lut16((r.q0 >> 4) & kLow4);
     v.w[0][3] = lut16((r.q1 >> 4) & kLow4);
     v.col[0] = 8 * k;
-    v.d[0] = fp16_to_f32((uint16_t)r.d);
+    v.d[0] = h2f(r.d);
     v.m[0] = 0.f;
     return v;
   }
@@ -156,8 +171,8 @@ struct Piece<block_q4_1> {
     v.w[0][2] = (r.q0 >> 4) & kLow4;
     v.w[0][3] = (r.q1 >> 4) & kLow4;
     v.col[0] = 8 * k;
-    v.d[0] = fp16_to_f32((uint16_t)r.dm);
-    v.m[0] = k == 0 ? fp16_to_f32((uint16_t)(r.dm >> 16)) : 0.f;
+    v.d[0] = h2f(r.dm);
+    v.m[0] = k == 0 ? h2f((r.dm >> 16)) : 0.f;
     return v;
   }
 };
@@ -187,7 +202,7 @@ struct Piece<block_q5_0> {
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     PieceVals<G, W> v;
     unpack_q5<16>(r.q0, r.q1, r.qh, k, v);
-    v.d[0] = fp16_to_f32((uint16_t)r.d);
+    v.d[0] = pieces::h2f(r.d);
     v.m[0] = 0.f;
     return v;
   }
@@ -206,8 +221,8 @@ struct Piece<block_q5_1> {
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     PieceVals<G, W> v;
     unpack_q5<0>(r.q0, r.q1, r.qh, k, v);
-    v.d[0] = fp16_to_f32((uint16_t)r.dm);
-    v.m[0] = k == 0 ? fp16_to_f32((uint16_t)(r.dm >> 16)) : 0.f;
+    v.d[0] = pieces::h2f(r.dm);
+    v.m[0] = k == 0 ? pieces::h2f((r.dm >> 16)) : 0.f;
     return v;
   }
 };
@@ -228,7 +243,7 @@ struct Piece<block_q8_0> {
     PieceVals<G, W> v;
     for (int i = 0; i < 4; ++i) v.w[0][i] = r.q[i];
     v.col[0] = 16 * k;
-    v.d[0] = fp16_to_f32((uint16_t)r.d);
+    v.d[0] = pieces::h2f(r.d);
     v.m[0] = 0.f;
     return v;
   }
@@ -269,7 +284,7 @@ struct PieceK45 {
         v.w[1][i] |= ((r.h[i] >> (2 * c + 1)) & 0x01010101u) << 4;
       }
     }
-    const float d = fp16_to_f32((uint16_t)r.dd), dmin = fp16_to_f32((uint16_t)(r.dd >> 16));
+    const float d = h2f(r.dd), dmin = h2f((r.dd >> 16));
     for (int g = 0; g < 2; ++g) {
       float sc, mn;
       scale_min_k4(2 * c + g, r.s0, r.s1, r.s2, sc, mn);
@@ -317,7 +332,7 @@ struct Piece<block_q6_k> {
       v.w[2][i] = minus<32>(((r.l0[i] >> 4) & kLow4) | (r.h[i] & 0x30303030u));
       v.w[3][i] = minus<32>(((r.l1[i] >> 4) & kLow4) | ((r.h[i] >> 2) & 0x30303030u));
     }
-    const float d = fp16_to_f32((uint16_t)r.d);
+    const float d = h2f(r.d);
     const int h = l0 >= 16 ? 8 : 0;  // which of the 32-block's two 16-value scales
     for (int q = 0; q < 4; ++q) {
       v.col[q] = 128 * n + 32 * q + l0;
@@ -351,7 +366,7 @@ struct Piece<block_iq4_xs> {
     v.w[0][3] = lut16((r.q1 >> 4) & kLow4);
     v.col[0] = 32 * sb + 8 * (k & 1);
     const int ls = (int)(((r.sl >> (4 * sb)) & 0xFu) | (((r.dh >> (16 + 2 * sb)) & 3u) << 4)) - 32;
-    v.d[0] = fp16_to_f32((uint16_t)r.dh) * (float)ls;
+    v.d[0] = h2f(r.dh) * (float)ls;
     v.m[0] = 0.f;
     return v;
   }

@@ -57,23 +57,23 @@ __device__ __forceinline__ RopePair rope_pair(int64_t idx, const int32_t* pos, c
   return r;
 }
 
-// Rotates pair (a, b) of each of the token's n_heads heads in x (n_tok, n_heads, head_dim).
-__device__ __forceinline__ void rotate_heads(float* x, const RopePair& p, int32_t n_heads, int32_t head_dim) {
-  for (int32_t h = 0; h < n_heads; ++h) {
-    float* v = x + (p.t * n_heads + h) * head_dim;
-    const float x0 = v[p.a], x1 = v[p.b];
-    v[p.a] = x0 * p.cs - x1 * p.sn;
-    v[p.b] = x0 * p.sn + x1 * p.cs;
-  }
+// Rotates pair (a, b) of head h of the token in x (n_tok, n_heads, head_dim).
+__device__ __forceinline__ void rotate_head(float* x, const RopePair& p, int32_t h, int32_t n_heads,
+                                            int32_t head_dim) {
+  float* v = x + (p.t * n_heads + h) * head_dim;
+  const float x0 = v[p.a], x1 = v[p.b];
+  v[p.a] = x0 * p.cs - x1 * p.sn;
+  v[p.b] = x0 * p.sn + x1 * p.cs;
 }
 
-// One thread per (token, pair i): its cos/sin rotate pair i of every head of the token.
+// One thread per (head, token, pair i). (A thread per pair looping over the heads waited out one
+// memory round trip per head at decode.)
 __global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* __restrict__ pos,
                             const float* __restrict__ freq_factors, RopeConst c) {
   pdl_begin();
-  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= n_tok * c.half) return;
-  rotate_heads(x, rope_pair(idx, pos, freq_factors, c), n_heads, head_dim);
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n_pairs = n_tok * c.half;
+  if (idx >= n_pairs * n_heads) return;
+  rotate_head(x, rope_pair(idx % n_pairs, pos, freq_factors, c), (int32_t)(idx / n_pairs), n_heads, head_dim);
 }
 
 // kv_store.cu's write of one channel.
@@ -98,18 +98,17 @@ __global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ 
   if (idx >= n_pairs * (n_head + kv.n_head_kv)) return;
   const int32_t hs = (int32_t)(idx / n_pairs);
   const RopePair p = rope_pair(idx % n_pairs, pos, freq_factors, c);
-  const bool is_k = hs >= n_head;
-  const int32_t h = is_k ? hs - n_head : hs;
-  float* r = (is_k ? k + (p.t * kv.n_head_kv + h) * head_dim : q + (p.t * n_head + h) * head_dim);
-  const float x0 = r[p.a], x1 = r[p.b];
-  const float y0 = x0 * p.cs - x1 * p.sn, y1 = x0 * p.sn + x1 * p.cs;
-  r[p.a] = y0;
-  r[p.b] = y1;
-  if (!is_k) return;
-  const KVTokenSlot s = slots[p.t];
+  if (hs < n_head) {
+    rotate_head(q, p, hs, n_head, head_dim);
+    return;
+  }
+  const int32_t h = hs - n_head;
+  rotate_head(k, p, h, kv.n_head_kv, head_dim);
+  const float* kr = k + (p.t * kv.n_head_kv + h) * head_dim;
   const float* vr = v + (p.t * kv.n_head_kv + h) * head_dim;
-  store_bf16(kv, s, h, 0, p.a, y0);
-  store_bf16(kv, s, h, 0, p.b, y1);
+  const KVTokenSlot s = slots[p.t];
+  store_bf16(kv, s, h, 0, p.a, kr[p.a]);
+  store_bf16(kv, s, h, 0, p.b, kr[p.b]);
   store_bf16(kv, s, h, 1, p.a, vr[p.a]);
   store_bf16(kv, s, h, 1, p.b, vr[p.b]);
 }
@@ -145,7 +144,7 @@ void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_di
                        const RopeParams& p) {
   if (n_tok <= 0 || n_heads <= 0) return;
   const RopeConst c = rope_const(p, head_dim);
-  const int64_t n = n_tok * c.half;
+  const int64_t n = n_tok * c.half * n_heads;
   launch_kernel(rope_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream_, x, n_tok, n_heads,
                 head_dim, pos, p.freq_factors, c);
   GAACRT_CUDA_CHECK(cudaGetLastError());

@@ -30,7 +30,7 @@ if has build; then
 fi
 if has tests; then
   stage "CUDA tests"
-  timeout 420 "$PY" -m pytest -q -p no:cacheprovider -x tests/test_cuda_backend.py tests/test_cuda_ops.py \
+  timeout 420 "$PY" -m pytest -q -p no:cacheprovider -x tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
     tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
 if has profile || has e2e; then

@@ -37,7 +37,9 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> new_f32(size_t rows, size_t cols, flo
   return nb::ndarray<nb::numpy, float, nb::ndim<2>>(buf, 2, shape, owner);
 }
 
-WeightView weight_view(const Bytes2D& raw, GGMLType ty) {
+}  // namespace
+
+WeightView raw_weight_view(const RawRows& raw, GGMLType ty) {
   const TypeTraits* tr = type_traits(ty);
   const size_t row_bytes = raw.shape(1);
   if (row_bytes % tr->type_size)
@@ -51,14 +53,13 @@ WeightView weight_view(const Bytes2D& raw, GGMLType ty) {
   return w;
 }
 
-}  // namespace
 
 void bind_backend(nb::module_& m) {
   nb::class_<Backend>(m, "Backend", "One backend (cpu, cuda, ...), for running single ops on numpy arrays.")
       .def_prop_ro("name", [](const Backend& b) { return b.device().backend; })
       .def_prop_ro("device_name", [](const Backend& b) { return b.device().name; })
       .def("dequantize", [](Backend& be, Bytes2D raw, nb::handle type) {
-             WeightView w = weight_view(raw, parse_type(type));
+             WeightView w = raw_weight_view(raw, parse_type(type));
              float* out;
              auto arr = new_f32((size_t)w.n_rows, (size_t)w.n_cols, &out);
              {
@@ -72,7 +73,7 @@ void bind_backend(nb::module_& m) {
              return arr;
            }, nb::arg("raw"), nb::arg("type"), "raw (n_rows, row_bytes) uint8 -> (n_rows, n_cols) float32")
       .def("matmul", [](Backend& be, Bytes2D raw, nb::handle type, F32_2D x) {
-             WeightView w = weight_view(raw, parse_type(type));
+             WeightView w = raw_weight_view(raw, parse_type(type));
              if ((int64_t)x.shape(1) != w.n_cols)
                throw nb::value_error(strfmt("x has %zu columns, the weight rows have %lld elements", x.shape(1),
                                             (long long)w.n_cols).c_str());

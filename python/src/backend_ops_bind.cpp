@@ -4,7 +4,9 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstring>
 #include <memory>
@@ -222,6 +224,95 @@ nb::tuple lossy_attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, cons
   return nb::make_tuple(arr, k_arr, v_arr, fits_arr);
 }
 
+
+// ---- fused decode ops (backend.h): the backend's own kernels or backend.cpp's composition ----
+
+// Weight matrices uploaded to the backend for one call: (raw rows, type) pairs.
+struct DeviceWeights {
+  std::vector<std::unique_ptr<Buf>> bufs;
+  std::vector<WeightView> w;
+  DeviceWeights(Backend& be, const std::vector<std::pair<Bytes2D, nb::handle>>& ws, int64_t n_cols, const char* op) {
+    for (const auto& [raw, type] : ws) {
+      WeightView v = raw_weight_view(raw, parse_type(type));
+      if (v.n_cols != n_cols)
+        throw nb::value_error(strfmt("%s: a weight has %lld columns, x has %lld", op, (long long)v.n_cols,
+                                     (long long)n_cols).c_str());
+      bufs.push_back(std::make_unique<Buf>(be, raw.size(), raw.data()));
+      v.data = bufs.back()->p;
+      w.push_back(v);
+    }
+  }
+};
+
+int64_t rows_of(const F32& x, int64_t n_cols, const char* op) {
+  if (x.ndim() != 2 || (int64_t)x.shape(1) != n_cols)
+    throw nb::value_error(strfmt("%s: x must be (n_tok, %lld)", op, (long long)n_cols).c_str());
+  return (int64_t)x.shape(0);
+}
+
+nb::tuple norm_matmuls_op(Backend& be, F32 x, F32 norm_w, float eps, std::vector<std::pair<Bytes2D, nb::handle>> ws,
+                          bool fused) {
+  const int64_t dim = (int64_t)norm_w.size(), n_tok = rows_of(x, dim, "norm_matmuls");
+  if (ws.empty() || ws.size() > 3) throw nb::value_error("norm_matmuls: 1 to 3 weights");
+  DeviceWeights dw(be, ws, dim, "norm_matmuls");
+  const int n_w = (int)ws.size();
+  std::vector<OutF32> ys;
+  std::vector<float*> hy(n_w);
+  for (int i = 0; i < n_w; ++i) ys.push_back(owned<float>({(size_t)n_tok, (size_t)dw.w[i].n_rows}, &hy[i]));
+  float* hxn;
+  OutF32 xn_arr = owned<float>({(size_t)n_tok, (size_t)dim}, &hxn);
+  {
+    nb::gil_scoped_release nogil;
+    Buf xd(be, x.size() * 4, x.data()), nd(be, norm_w.size() * 4, norm_w.data()), xn(be, x.size() * 4);
+    std::vector<std::unique_ptr<Buf>> yd;
+    std::vector<float*> y(n_w);
+    for (int i = 0; i < n_w; ++i) {
+      yd.push_back(std::make_unique<Buf>(be, (size_t)n_tok * dw.w[i].n_rows * 4));
+      y[i] = yd.back()->f();
+    }
+    if (fused) be.norm_matmuls(xd.f(), nd.f(), eps, n_tok, dim, n_w, dw.w.data(), nullptr, y.data(), xn.f());
+    else be.Backend::norm_matmuls(xd.f(), nd.f(), eps, n_tok, dim, n_w, dw.w.data(), nullptr, y.data(), xn.f());
+    for (int i = 0; i < n_w; ++i) be.download(hy[i], y[i], (size_t)n_tok * dw.w[i].n_rows * 4);
+    be.download(hxn, xn.p, x.size() * 4);
+  }
+  nb::list out;
+  for (auto& y : ys) out.append(y);
+  return nb::make_tuple(out, xn_arr);
+}
+
+OutF32 norm_gate_up_op(Backend& be, F32 x, F32 norm_w, float eps, std::pair<Bytes2D, nb::handle> gate,
+                       std::pair<Bytes2D, nb::handle> up, int act, bool fused) {
+  const int64_t dim = (int64_t)norm_w.size(), n_tok = rows_of(x, dim, "norm_gate_up");
+  DeviceWeights dw(be, {gate, up}, dim, "norm_gate_up");
+  const int64_t n_ff = dw.w[0].n_rows;
+  if (dw.w[1].n_rows != n_ff) throw nb::value_error("norm_gate_up: gate and up differ in rows");
+  float* hh;
+  OutF32 h_arr = owned<float>({(size_t)n_tok, (size_t)n_ff}, &hh);
+  nb::gil_scoped_release nogil;
+  Buf xd(be, x.size() * 4, x.data()), nd(be, norm_w.size() * 4, norm_w.data()), xn(be, x.size() * 4);
+  Buf h(be, (size_t)n_tok * n_ff * 4), us(be, (size_t)n_tok * n_ff * 4);
+  if (fused) be.norm_gate_up(xd.f(), nd.f(), eps, n_tok, dim, dw.w[0], dw.w[1], (Activation)act, h.f(), us.f(), xn.f());
+  else be.Backend::norm_gate_up(xd.f(), nd.f(), eps, n_tok, dim, dw.w[0], dw.w[1], (Activation)act, h.f(), us.f(), xn.f());
+  be.download(hh, h.p, (size_t)n_tok * n_ff * 4);
+  return h_arr;
+}
+
+OutF32 matmul_add_op(Backend& be, Bytes2D raw, nb::handle type, F32 x, F32 y, bool fused) {
+  DeviceWeights dw(be, {{raw, type}}, x.ndim() == 2 ? (int64_t)x.shape(1) : -1, "matmul_add");
+  const WeightView& w = dw.w[0];
+  const int64_t n_tok = rows_of(x, w.n_cols, "matmul_add");
+  if (y.ndim() != 2 || (int64_t)y.shape(0) != n_tok || (int64_t)y.shape(1) != w.n_rows)
+    throw nb::value_error("matmul_add: y must be (n_tok, n_rows)");
+  float* hy;
+  OutF32 out = owned<float>({(size_t)n_tok, (size_t)w.n_rows}, &hy);
+  nb::gil_scoped_release nogil;
+  Buf xd(be, x.size() * 4, x.data()), yd(be, y.size() * 4, y.data()), tmp(be, y.size() * 4);
+  if (fused) be.matmul_add(w, xd.f(), n_tok, yd.f(), tmp.f());
+  else be.Backend::matmul_add(w, xd.f(), n_tok, yd.f(), tmp.f());
+  be.download(hy, yd.p, y.size() * 4);
+  return out;
+}
+
 }  // namespace
 
 void bind_backend_ops(nb::module_& m) {
@@ -270,14 +361,7 @@ void bind_backend_ops(nb::module_& m) {
         return in_place(be, x, [&](float* p) { be.softcap(p, (int64_t)x.size(), cap); });
       }, nb::arg("backend"), nb::arg("x"), nb::arg("cap"), "cap * tanh(x / cap)");
   m.def("op_get_rows", [](Backend& be, Bytes2D raw, nb::handle type, I32 ids, float scale) {
-        const GGMLType ty = parse_type(type);
-        const TypeTraits* tr = type_traits(ty);
-        if (!tr || raw.shape(1) % tr->type_size) throw nb::value_error("get_rows: rows are not whole blocks of the type");
-        WeightView w;
-        w.type = ty;
-        w.n_rows = (int64_t)raw.shape(0);
-        w.n_cols = (int64_t)(raw.shape(1) / tr->type_size) * tr->block_size;
-        w.row_stride = raw.shape(1);
+        WeightView w = raw_weight_view(raw, parse_type(type));
         for (size_t i = 0; i < ids.size(); ++i)
           if (ids.data()[i] < 0 || ids.data()[i] >= w.n_rows) throw nb::value_error("get_rows: id out of range");
         float* out;
@@ -299,6 +383,15 @@ void bind_backend_ops(nb::module_& m) {
         nb::arg("sliding_window") = 0, nb::arg("softcap") = 0.f,
         "op_attention over a one-layer lossy cache (e8, q8, kivi2) whose blocks older than `window` tokens are "
         "finalized; returns (out, K slots, V slots, fits) with the finalized slots' bytes");
+  m.def("op_norm_matmuls", &norm_matmuls_op, nb::arg("backend"), nb::arg("x"), nb::arg("norm_w"), nb::arg("eps"),
+        nb::arg("weights"), nb::arg("fused") = true,
+        "([x_n · w_iᵀ for the (raw, type) weights], x_n) with x_n = rms_norm(x) * norm_w: the backend's fused op, "
+        "or with fused=False backend.cpp's composition of its primitive ops");
+  m.def("op_norm_gate_up", &norm_gate_up_op, nb::arg("backend"), nb::arg("x"), nb::arg("norm_w"), nb::arg("eps"),
+        nb::arg("gate"), nb::arg("up"), nb::arg("act"), nb::arg("fused") = true,
+        "act(x_n · gateᵀ) * (x_n · upᵀ), x_n = rms_norm(x) * norm_w; act 0 = SiLU, 1 = GELU-tanh (fused as op_norm_matmuls)");
+  m.def("op_matmul_add", &matmul_add_op, nb::arg("backend"), nb::arg("raw"), nb::arg("type"), nb::arg("x"), nb::arg("y"),
+        nb::arg("fused") = true, "y + x · wᵀ (fused as op_norm_matmuls)");
 }
 
 }  // namespace gaacrt::py

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "backend/backend.h"
 #include "kv/kv_format.h"
 
 namespace gaacrt::py {
@@ -29,6 +30,11 @@ nanobind::ndarray<nanobind::numpy, T> owned(std::vector<size_t> shape, T** data)
   nanobind::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
   return nanobind::ndarray<nanobind::numpy, T>(buf, shape.size(), shape.data(), owner);
 }
+
+// A weight matrix given as raw GGUF rows (n_rows, row_bytes) of `ty`: its view, data unset.
+// Raises ValueError when a row is not whole blocks (backend_bind.cpp).
+using RawRows = nanobind::ndarray<const uint8_t, nanobind::ndim<2>, nanobind::c_contig, nanobind::device::cpu>;
+WeightView raw_weight_view(const RawRows& raw, GGMLType ty);
 
 void bind_errors(nanobind::module_& m);
 void bind_gguf(nanobind::module_& m);

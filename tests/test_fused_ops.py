@@ -1,0 +1,90 @@
+"""Each backend's fused decode ops (backend.h: norm_matmuls, norm_gate_up, matmul_add) against the
+reference composition of that same backend's primitive ops (backend.cpp), bit for bit — the
+promise the model's forward relies on (a fused step and an unfused one give the same logits).
+
+Runs on the CPU backend everywhere and on the CUDA backend where a GPU is usable (skipped with the
+reason elsewhere). Shapes cover both CUDA decode paths: x of at most 2,048 values takes the
+one-launch matvec (x quantized in every block), larger x is quantized once and the matvec adds
+into y itself; 9 tokens take the prefill matmul.
+"""
+import numpy as np
+import pytest
+
+import gaacrt
+from gaacrt import _core
+
+gguf = pytest.importorskip("gguf")
+from fixtures.tiny_quant import random_rows  # noqa: E402
+
+T = gguf.GGMLQuantizationType
+TYPES = [T.Q4_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q6_K, T.IQ4_XS]
+CUDA_REASON = gaacrt.cuda_unavailable_reason()
+
+
+@pytest.fixture(scope="module", params=["cpu", "cuda"])
+def backend(request):
+    if request.param == "cuda" and CUDA_REASON:
+        pytest.skip(f"no usable CUDA device: {CUDA_REASON}")
+    return _core.open_backend(request.param, n_threads=2) if request.param == "cpu" else _core.open_backend("cuda")
+
+
+def same_bits(a, b):
+    assert a.shape == b.shape
+    diff = np.flatnonzero(a.view(np.uint32).ravel() != b.view(np.uint32).ravel())
+    assert diff.size == 0, f"{diff.size} of {a.size} values differ, first at {diff[0]}: {a.ravel()[diff[0]]} vs {b.ravel()[diff[0]]}"
+
+
+def case(t, n_tok, dim, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n_tok, dim)) * 2).astype(np.float32)
+    norm_w = rng.uniform(0.5, 1.5, dim).astype(np.float32)
+    return rng, x, norm_w
+
+
+@pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n_tok,dim", [(1, 512), (3, 512), (1, 3072), (9, 512)])
+def test_norm_matmuls_fused_is_the_composition_bit_for_bit(backend, t, n_tok, dim):
+    rng, x, norm_w = case(t, n_tok, dim, int(t) * 100 + n_tok + dim)
+    ws = [(random_rows(t, r, dim, rng), int(t)) for r in (37, 16, 16)]  # Q, K, V
+    ys, xn = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=True)
+    ys_ref, xn_ref = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=False)
+    same_bits(xn, xn_ref)
+    for y, y_ref in zip(ys, ys_ref):
+        same_bits(y, y_ref)
+    assert np.abs(ys_ref[0]).max() > 0
+
+
+@pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("act", [0, 1], ids=["silu", "gelu"])
+@pytest.mark.parametrize("n_tok,dim", [(1, 512), (3, 3072)])
+def test_norm_gate_up_fused_is_the_composition_bit_for_bit(backend, t, act, n_tok, dim):
+    rng, x, norm_w = case(t, n_tok, dim, int(t) * 10 + act + n_tok)
+    gate, up = (random_rows(t, 45, dim, rng), int(t)), (random_rows(t, 45, dim, rng), int(t))
+    h = _core.op_norm_gate_up(backend, x, norm_w, 1e-6, gate, up, act, fused=True)
+    h_ref = _core.op_norm_gate_up(backend, x, norm_w, 1e-6, gate, up, act, fused=False)
+    same_bits(h, h_ref)
+    assert np.abs(h_ref).max() > 0
+
+
+@pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n_tok,n_cols", [(1, 512), (2, 1024), (1, 3072), (3, 3072), (9, 512)])
+def test_matmul_add_fused_is_the_composition_bit_for_bit(backend, t, n_tok, n_cols):
+    rng = np.random.default_rng(int(t) + 7 * n_tok + n_cols)
+    raw = random_rows(t, 41, n_cols, rng)
+    x = rng.standard_normal((n_tok, n_cols)).astype(np.float32)
+    y = rng.standard_normal((n_tok, 41)).astype(np.float32)
+    out = _core.op_matmul_add(backend, raw, int(t), x, y, fused=True)
+    ref = _core.op_matmul_add(backend, raw, int(t), x, y, fused=False)
+    same_bits(out, ref)
+    assert not np.array_equal(out, y)  # the product was added
+
+
+def test_fused_ops_refuse_mismatched_shapes(cpu):
+    rng = np.random.default_rng(0)
+    raw = random_rows(T.Q4_0, 8, 64, rng)
+    with pytest.raises(ValueError, match="columns"):
+        _core.op_norm_matmuls(cpu, np.zeros((1, 96), np.float32), np.ones(96, np.float32), 1e-6, [(raw, int(T.Q4_0))])
+    with pytest.raises(ValueError, match=r"y must be \(n_tok, n_rows\)"):
+        _core.op_matmul_add(cpu, raw, int(T.Q4_0), np.zeros((1, 64), np.float32), np.zeros((1, 9), np.float32))
+    with pytest.raises(ValueError, match="1 to 3 weights"):
+        _core.op_norm_matmuls(cpu, np.zeros((1, 64), np.float32), np.ones(64, np.float32), 1e-6, [])

@@ -9,6 +9,10 @@ token and share of the kernel time; then one layer's kernels in launch order wit
 durations, which names the o-proj and down-proj launches that share a kernel. Bandwidths follow
 from the bytes each matrix holds (bench/gen_8b.py's shapes); the wall time per token is printed
 beside the kernel time, the difference being launch gaps and host work.
+
+Run it with GAACRT_CUDA_PDL=0 for per-kernel times: with programmatic dependent launch a kernel
+starts before the previous one ends and waits inside, so its measured time includes that wait
+(the kernel times then add up to more than the wall time).
 """
 from __future__ import annotations
 

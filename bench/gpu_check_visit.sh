@@ -11,19 +11,15 @@
 # E2E_ARGS adds arguments), small (bench/
 # cuda_decode.py, SmolLM2's shape). Output also goes to $OUT/visit.log.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/check-out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/visit.log") 2>&1
-T0=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+VISIT_OUT=/tmp/check-out
+# shellcheck source=bench/visit_common.sh
+. "$(dirname "$0")/visit_common.sh"
 STAGES=${STAGES:-build tests profile e2e small}
 MODEL=${MODEL:-/tmp/llama31-8b-q4_0.gguf}
 PY=${PYTHON:-python3}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
-"$PY" -m pip install -q --no-deps --target /tmp/site .whl/gguf-*.whl || echo "gguf wheel install failed"
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+gguf_wheel "$PY"
 if has build; then
   stage "build"
   MAX_JOBS=16 CMAKE_BUILD_PARALLEL_LEVEL=16 "$PY" -m pip install -q --no-build-isolation --no-deps . || { echo "build failed"; exit 1; }

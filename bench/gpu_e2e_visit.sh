@@ -24,19 +24,15 @@
 # For a dry run on a machine without a GPU: MODEL, GEN_ARGS (--small), PYTHON, SKIP_BUILD=1,
 # LLAMA_CUDA=OFF, LLAMA_DIR, E2E_ARGS="--backend cpu ...", LLAMA_ARGS.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/e2e-out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/visit.log") 2>&1
-T0=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+VISIT_OUT=/tmp/e2e-out
+# shellcheck source=bench/visit_common.sh
+. "$(dirname "$0")/visit_common.sh"
 MODEL=${MODEL:-/tmp/llama31-8b-q4_0.gguf}
 PYTHON=${PYTHON:-python3}
 export LLAMA_DIR=${LLAMA_DIR:-/tmp/llamacpp}
 
 stage "1. gguf wheel"
-"$PYTHON" -m pip install -q --no-deps --target /tmp/site .whl/gguf-*.whl || echo "gguf wheel install failed"
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+gguf_wheel "$PYTHON"
 
 if [ -z "${SKIP_LLAMA:-}" ]; then
   stage "2. llama-bench build (background; log: $OUT/llama_build.log)"

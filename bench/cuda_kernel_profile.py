@@ -82,12 +82,11 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     for k, v in sorted(agg.items(), key=lambda kv: -sum(kv[1])):
         print(f"| `{k}` | {len(v) / n:.0f} | {np.mean(v):.2f} | {sum(v) / n:.1f} | {100 * sum(v) / total:.1f}% |")
-    # One layer in order: the kernels of the last token, from the 2nd launch of its first kernel name.
+    # One layer in order: the last token's kernels.
     last = kernels[-len(kernels) // n:]
     print()
-    print(f"one layer of the last token, in launch order (µs): ")
-    start = 1
-    for i, e in enumerate(last[start:start + args.layer_kernels]):
+    print("one layer of the last token, in launch order (µs), after its first kernel (the embedding):")
+    for e in last[1:1 + args.layer_kernels]:
         print(f"  {e.time_range.elapsed_us():8.2f}  {short(e.name)}")
     sys.stdout.flush()
 

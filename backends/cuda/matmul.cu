@@ -17,7 +17,6 @@ namespace gaacrt::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int64_t kSelfMaxRows = 16384;
 
 __device__ float warp_sum(float v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -77,9 +76,8 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
   if (n_tok <= 0 || w.n_rows <= 0) return;
   if (n_tok > 65535) throw Error("backend", "invalid_argument", "cuda matmul: more than 65535 tokens in one call");
   if (n_tok <= kMatvecQ8MaxTokens && w.n_cols % 32 == 0 && matvec_q8_supported(w.type)) {
-    // One launch (each block quantizes x) unless the grid is so large that the repeated
-    // quantization costs more than the second launch (a large LM head).
-    if (w.n_rows <= kSelfMaxRows && matvec_q8_self(w, x, n_tok, y, bias, stream_)) return;
+    // One launch (each block quantizes x) where that is cheaper than quantizing x in its own.
+    if (matvec_q8_self(w, x, n_tok, y, bias, stream_)) return;
     matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_);
     return;
   }

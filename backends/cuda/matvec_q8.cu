@@ -482,7 +482,9 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
     return e && e[0] == '0';
   }();
   const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
-  if (off || n_tok * w.n_cols > kMatvecQ8SelfMaxValues || n_tok > kMatvecQ8MaxTokens || w.n_cols % 32) return false;
+  if (off || n_tok * w.n_cols > kMatvecQ8SelfMaxValues || w.n_rows > kMatvecQ8SelfMaxRows ||
+      n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
+    return false;
   check_q8_alignment(w, "matvec_q8_self");
   const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {

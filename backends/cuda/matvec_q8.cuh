@@ -40,11 +40,12 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
                        cudaStream_t stream);
 // matvec_q8 in one launch, each thread block quantizing x into shared memory; false (nothing
-// launched) when x has more than kMatvecQ8SelfMaxValues values, where quantizing it in every
-// block costs more than a second launch (H200, Llama-3.1-8B shape: o-proj, 4,096 columns, 19.3
-// µs in one launch vs 15.6 in two with the add; down-proj, 14,336 columns, 62.7 vs 44.1). Same
-// bits as matvec_q8 (accumulate: y += the result, as matvec_q8's accumulate).
-constexpr int64_t kMatvecQ8SelfMaxValues = 2048;
+// launched) where quantizing x in every block costs more than a second launch: x of more than
+// kMatvecQ8SelfMaxValues values (H200, Llama-3.1-8B shape: o-proj, 4,096 columns, 19.3 µs in one
+// launch vs 15.6 in two with the add; down-proj, 14,336 columns, 62.7 vs 44.1), or more than
+// kMatvecQ8SelfMaxRows rows (so many blocks, as in a large LM head). Same bits as matvec_q8
+// (accumulate: y += the result, as matvec_q8's accumulate).
+constexpr int64_t kMatvecQ8SelfMaxValues = 2048, kMatvecQ8SelfMaxRows = 16384;
 bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
                     cudaStream_t stream, bool accumulate = false);
 

@@ -102,6 +102,16 @@ __device__ __forceinline__ void scale_min_k4(int j, uint32_t s0, uint32_t s1, ui
 __host__ __device__ constexpr int nibble_off(int i) { return 4 * (i & 1) + 16 * (i >> 1); }
 __host__ __device__ constexpr int contiguous_off(int i) { return 4 * i; }
 
+// A nibble piece's four words from its qs words q0, q1 — low nibbles, then high, at nibble_off —
+// each passed through the type's code map(word, i) (minus<8>, lut16, adding Q5's fifth bits...).
+template <typename Map>
+__device__ __forceinline__ void nibble_words(uint32_t q0, uint32_t q1, uint32_t (&w)[4], Map map) {
+  w[0] = map(q0 & kLow4, 0);
+  w[1] = map(q1 & kLow4, 1);
+  w[2] = map((q0 >> 4) & kLow4, 2);
+  w[3] = map((q1 >> 4) & kLow4, 3);
+}
+
 }  // namespace pieces
 
 template <typename B>
@@ -121,10 +131,7 @@ struct Piece<block_q4_0> {
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    v.w[0][0] = minus<8>(r.q0 & kLow4);
-    v.w[0][1] = minus<8>(r.q1 & kLow4);
-    v.w[0][2] = minus<8>((r.q0 >> 4) & kLow4);
-    v.w[0][3] = minus<8>((r.q1 >> 4) & kLow4);
+    nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return minus<8>(x); });
     v.col[0] = 8 * k;
     v.d[0] = h2f(r.d);
     v.m[0] = 0.f;
@@ -142,10 +149,7 @@ struct Piece<block_iq4_nl> {
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    v.w[0][0] = lut16(r.q0 & kLow4);
-    v.w[0][1] = lut16(r.q1 & kLow4);
-    v.w[0][2] = lut16((r.q0 >> 4) & kLow4);
-    v.w[0][3] = lut16((r.q1 >> 4) & kLow4);
+    nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return lut16(x); });
     v.col[0] = 8 * k;
     v.d[0] = h2f(r.d);
     v.m[0] = 0.f;
@@ -166,10 +170,7 @@ struct Piece<block_q4_1> {
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
     PieceVals<G, W> v;
-    v.w[0][0] = r.q0 & kLow4;
-    v.w[0][1] = r.q1 & kLow4;
-    v.w[0][2] = (r.q0 >> 4) & kLow4;
-    v.w[0][3] = (r.q1 >> 4) & kLow4;
+    nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return x; });
     v.col[0] = 8 * k;
     v.d[0] = h2f(r.dm);
     v.m[0] = k == 0 ? h2f((r.dm >> 16)) : 0.f;
@@ -181,11 +182,11 @@ struct Piece<block_q4_1> {
 template <int kOffset>
 __device__ __forceinline__ void unpack_q5(uint32_t q0, uint32_t q1, uint32_t qh, int k, PieceVals<1, 4>& v) {
   using namespace pieces;
-  const uint32_t lo = qh >> (8 * k), hi = qh >> (16 + 8 * k);
-  v.w[0][0] = minus<kOffset>((q0 & kLow4) | spread4(lo & 0xFu));
-  v.w[0][1] = minus<kOffset>((q1 & kLow4) | spread4((lo >> 4) & 0xFu));
-  v.w[0][2] = minus<kOffset>(((q0 >> 4) & kLow4) | spread4(hi & 0xFu));
-  v.w[0][3] = minus<kOffset>(((q1 >> 4) & kLow4) | spread4((hi >> 4) & 0xFu));
+  // word i holds values 8k + nibble_off(i) .. +3, whose fifth bits start at that bit of qh
+  const uint32_t h = qh >> (8 * k);
+  nibble_words(q0, q1, v.w[0], [h](uint32_t x, int i) {
+    return minus<kOffset>(x | spread4((h >> nibble_off(i)) & 0xFu));
+  });
   v.col[0] = 8 * k;
 }
 
@@ -360,10 +361,7 @@ struct Piece<block_iq4_xs> {
     using namespace pieces;
     PieceVals<G, W> v;
     const int sb = k >> 1;
-    v.w[0][0] = lut16(r.q0 & kLow4);
-    v.w[0][1] = lut16(r.q1 & kLow4);
-    v.w[0][2] = lut16((r.q0 >> 4) & kLow4);
-    v.w[0][3] = lut16((r.q1 >> 4) & kLow4);
+    nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return lut16(x); });
     v.col[0] = 32 * sb + 8 * (k & 1);
     const int ls = (int)(((r.sl >> (4 * sb)) & 0xFu) | (((r.dh >> (16 + 2 * sb)) & 3u) << 4)) - 32;
     v.d[0] = h2f(r.dh) * (float)ls;

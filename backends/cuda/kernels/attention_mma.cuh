@@ -18,8 +18,9 @@
 //     M-tiles (ceil(rows / 4)) and deal the blocks of the range round-robin (4 warps for a group
 //     of <= 4 heads: each tile is loaded and decoded once for the whole group). The warps' states
 //     are merged in shared memory, the thread block writes its partial state, and the last thread
-//     block of its (sequence, kv-head) to arrive (an atomic counter) merges all n_split partials
-//     in split order and writes the output: no second kernel.
+//     block of its (sequence, kv-head) to arrive (an atomic counter) merges the partials in split
+//     order and writes the output: no second kernel. Splits that hold no keys (a short context in
+//     a session sized for a long one) leave at once and are not counted.
 //   * prefill-sized sequences: thread block x takes row groups x, x + n_split, ... of 16 rows,
 //     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself.
 // n_split depends only on the batch's number of sequences and the GPU, and every order of
@@ -338,6 +339,22 @@ __device__ __forceinline__ void sum_parts(const float (&o)[kD / 8][4], float (&o
     }
 }
 
+// A decode-sized sequence's visible blocks [b_lo, b_hi) are cut into chunks of kChunkBlocks
+// aligned to absolute block indices, the chunks into n_split contiguous ranges of `per` chunks:
+// split x reads blocks [B0, B1). The first n_live splits hold keys; the rest are empty.
+struct DecodeSplit {
+  int32_t B0, B1, n_live;
+};
+__device__ __forceinline__ DecodeSplit decode_split(const AttnSeq& s, int32_t n_rows, int32_t G, int32_t W,
+                                                    int32_t n_split, int32_t split) {
+  const int32_t p_last = s.pos0 + (n_rows - 1) / G;
+  const int32_t b_lo = (W > 0 ? max(0, s.pos0 - W + 1) : 0) / KV_BLOCK_TOKENS, b_hi = p_last / KV_BLOCK_TOKENS + 1;
+  const int32_t c0 = b_lo / kChunkBlocks, c1 = (b_hi - 1) / kChunkBlocks + 1;
+  const int32_t per = (c1 - c0 + n_split - 1) / n_split;
+  return DecodeSplit{max(b_lo, (c0 + split * per) * kChunkBlocks), min(b_hi, (c0 + (split + 1) * per) * kChunkBlocks),
+                     (c1 - c0 + per - 1) / per};
+}
+
 template <int kD, bool kGaac>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kernel(const KernelArgs P) {
   pdl_begin();
@@ -352,6 +369,12 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   const int32_t G = P.a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v, n_rows = s.n_q * G;
   const int32_t td = kv.tile_dim, d = kv.n_half * td, W = P.a.sliding_window;
   if (n_rows <= 0) return;
+  // Decode-sized: this split's chunks. Splits past the last chunk with keys (a short context in a
+  // session sized for a long one: n_split is fixed by the session's context) leave at once, and
+  // the fused reduce counts and merges only the n_live splits before them. Skipping them keeps
+  // the bits: an empty split's partial (m = -inf, l = 0, O = 0) enters the merge with weight 0.
+  const DecodeSplit ds = decode_split(s, n_rows, G, W, P.n_split, split);
+  if (n_rows <= kRowsPerGroup && split >= ds.n_live) return;
   uint8_t* wbase = smem + warp * P.warp_bytes;
 
   // Columns d .. kD-1 of padded heads (d = 48 runs as kD = 64) are never written by the loaders:
@@ -420,13 +443,8 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   int n_mt = (n_rows + kRowsPerTile - 1) / kRowsPerTile;
   if (n_mt == 3) n_mt = 4;
   const int n_kg = kWarps / n_mt, mt = warp % n_mt, kg = warp / n_mt;
-  const int32_t p_last = s.pos0 + (n_rows - 1) / G;
-  const int32_t b_lo = (W > 0 ? max(0, s.pos0 - W + 1) : 0) / KV_BLOCK_TOKENS, b_hi = p_last / KV_BLOCK_TOKENS + 1;
-  const int32_t c0 = b_lo / kChunkBlocks, c1 = (b_hi - 1) / kChunkBlocks + 1;
-  const int32_t per = (c1 - c0 + P.n_split - 1) / P.n_split;
-  const int32_t B0 = max(b_lo, (c0 + split * per) * kChunkBlocks);
-  const int32_t B1 = kRowsPerTile * mt < n_rows ? min(b_hi, (c0 + (split + 1) * per) * kChunkBlocks) : B0;
-  run_rows<kD, kGaac>(P, s, kvh, kRowsPerTile * mt, n_rows, B0 + kg, B1, n_kg, wbase, GL, b3, b4, o, m, l);
+  const int32_t B1 = kRowsPerTile * mt < n_rows ? ds.B1 : ds.B0;
+  run_rows<kD, kGaac>(P, s, kvh, kRowsPerTile * mt, n_rows, ds.B0 + kg, B1, n_kg, wbase, GL, b3, b4, o, m, l);
   sum_parts<kD>(o, oc);
 
   // Warps' states -> shared [warp][4 rows][dv + 2] (m, l, O), merged in key-group order.
@@ -472,15 +490,15 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == P.n_split - 1;
+  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == ds.n_live - 1;
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  const int ns = P.n_split;
+  const int ns = ds.n_live;  // partials keep their P.n_split stride
   float* fm = reinterpret_cast<float*>(smem);  // [n_rows][ns] m, then l, then 1/L per row
   float* fl = fm + n_rows * ns;
   float* inv = fl + n_rows * ns;
-  const float* pu = P.part + unit * ns * kRowsPerGroup * rs;
+  const float* pu = P.part + unit * P.n_split * kRowsPerGroup * rs;
   for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
     const int R = e / ns, sp = e % ns;
     fm[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs);

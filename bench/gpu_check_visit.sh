@@ -8,8 +8,9 @@
 # Stages: build (pip install --no-build-isolation, ~40 s), tests (tests/test_cuda_*.py and
 # tests/test_bench_hooks.py), profile (bench/cuda_kernel_profile.py on the Llama-3.1-8B-shaped
 # Q4_0 model of bench/gen_8b.py, depth 0), e2e (bench/cuda_e2e.py: pp512 and tg128 at depth 0;
-# E2E_ARGS adds arguments), small (bench/
-# cuda_decode.py, SmolLM2's shape). Output also goes to $OUT/visit.log.
+# E2E_ARGS adds arguments), small (bench/cuda_decode.py, SmolLM2's shape), ncu (Nsight Compute on
+# NCU_COUNT launches of the kernels matching NCU_REGEX after NCU_SKIP of them, two decode tokens
+# with PDL off; not in the default stages). Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
 # shellcheck source=bench/visit_common.sh
@@ -29,7 +30,7 @@ if has tests; then
   timeout 420 "$PY" -m pytest -q -p no:cacheprovider -x tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
     tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e; then
+if has profile || has e2e || has ncu; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -45,5 +46,14 @@ fi
 if has small; then
   stage "SmolLM2 shape decode"
   timeout 200 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -12
+fi
+if has ncu; then
+  stage "ncu: ${NCU_REGEX:=matvec_q8|norm_quant}, skip ${NCU_SKIP:=200}, count ${NCU_COUNT:=7}"
+  GAACRT_CUDA_PDL=0 timeout 300 ncu --clock-control none -k "regex:$NCU_REGEX" --launch-skip "$NCU_SKIP" \
+    --launch-count "$NCU_COUNT" --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section MemoryWorkloadAnalysis \
+    "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 2 --graph 0 > "$OUT/ncu.txt" 2>&1
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Grid Size|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth" \
+    "$OUT/ncu.txt" | cut -c1-150 | head -150
 fi
 stage "done"

@@ -71,20 +71,6 @@ __device__ __forceinline__ double warp_sum_f64(double v) {
   return v;
 }
 
-// 1 / sqrt(mean(x^2) + eps) of one row, summed in double by a block of kThreads threads (every
-// thread gets it). The CPU reference sums in double too.
-template <int kThreads>
-__device__ __forceinline__ float row_inv_rms(const float* xr, int64_t dim, float eps) {
-  double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
-  ss = warp_sum_f64(ss);
-  __shared__ double part[kThreads / kWarpSize];
-  if (threadIdx.x % kWarpSize == 0) part[threadIdx.x / kWarpSize] = ss;
-  __syncthreads();
-  double total = 0.0;
-  for (int i = 0; i < kThreads / kWarpSize; ++i) total += part[i];
-  return (float)(1.0 / sqrt(total / (double)dim + (double)eps));
-}
 #endif
 
 }  // namespace gaacrt::cuda

@@ -18,7 +18,7 @@ bool q8_decode(int64_t n_tok, int64_t dim, const WeightView* w, int n_w) {
 
 void CudaBackend::norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
                                const WeightView* w, const float* const* bias, float* const* y, float* xn) {
-  if (n_w < 1 || n_w > 3 || !q8_decode(n_tok, dim, w, n_w)) {
+  if (n_w < 1 || n_w > 3 || !q8_decode(n_tok, dim, w, n_w) || !norm_quant_q8_aligned(x, norm_w, xn)) {
     Backend::norm_matmuls(x, norm_w, eps, n_tok, dim, n_w, w, bias, y, xn);
     return;
   }
@@ -31,7 +31,8 @@ void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, i
                                const WeightView& gate, const WeightView& up, Activation act, float* h,
                                float* up_scratch, float* xn) {
   const WeightView w[2] = {gate, up};
-  if (q8_decode(n_tok, dim, w, 2) && gate.type == up.type && gate.n_rows == up.n_rows) {
+  if (q8_decode(n_tok, dim, w, 2) && gate.type == up.type && gate.n_rows == up.n_rows &&
+      norm_quant_q8_aligned(x, norm_w, xn)) {
     const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim);
     norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
     if (matvec_q8_gate_up(gate, up, act, h, a, stream_)) return;

@@ -15,6 +15,7 @@
 #include "cuda_backend.h"
 #include "cuda_common.h"
 #include "kernels/matvec_pieces.cuh"
+#include "kernels/row_norm.cuh"
 #include "matvec_q8.cuh"
 
 namespace gaacrt::cuda {
@@ -294,36 +295,55 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
   }
 }
 
-// xn = rms_norm(x)·w (rms_norm.cu's arithmetic: one block of 256 per row, the sum of squares in
-// double) and its int8 quantization per 32 values, in one launch. Each warp loads kNormUnroll of
-// its 32-blocks (x and w) before quantizing any: a loop of one block at a time waited out a
-// memory round trip per block (17 µs for a 4,096 row on the H200; this is latency, not bytes).
-constexpr int kNormThreads = 256, kNormUnroll = 8;
-__global__ void __launch_bounds__(kNormThreads)
+// xn = rms_norm(x)·w (rms_norm.cu's rms_norm4_kernel, same bits: kernels/row_norm.cuh) and its
+// int8 quantization per 32 values (quantize_block's arithmetic), in one launch of norm_threads(dim)
+// threads per row: a thread holds quads of x, so 8 lanes hold one 32-block and meet by 3 shuffles.
+// (Each launch is latency, not bytes: a 4,096 row is one load per thread.)
+__device__ __forceinline__ void norm_quant_quad(float4 v, const float4* __restrict__ w4, float inv, int64_t i,
+                                                bool live, float4* __restrict__ xn4, int8_t* __restrict__ xq,
+                                                float* __restrict__ xd, float* __restrict__ xs) {
+  const float4 g = live ? w4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  v = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax / 127.f;
+  const int q0 = d > 0.f ? __float2int_rn(v.x / d) : 0, q1 = d > 0.f ? __float2int_rn(v.y / d) : 0;
+  const int q2 = d > 0.f ? __float2int_rn(v.z / d) : 0, q3 = d > 0.f ? __float2int_rn(v.w / d) : 0;
+  int sum = q0 + q1 + q2 + q3;
+  for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!live) return;
+  xn4[i] = v;
+  reinterpret_cast<uint32_t*>(xq)[i] =
+      (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
+  if (i % 8 == 0) {
+    xd[i / 8] = d;
+    xs[i / 8] = d * (float)sum;
+  }
+}
+
+__global__ void __launch_bounds__(kNormMaxThreads)
 norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps, int64_t dim,
                   float* __restrict__ xn, int8_t* __restrict__ xq, float* __restrict__ xd, float* __restrict__ xs) {
   pdl_begin();
-  const float* xr = x + blockIdx.x * dim;
-  const float inv = row_inv_rms<kNormThreads>(xr, dim, eps);
-  constexpr int kWarps = kNormThreads / kWarpSize;
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int64_t n_sub = dim / 32, b0 = (int64_t)blockIdx.x * n_sub;
-  for (int64_t s0 = warp; s0 < n_sub; s0 += kWarps * kNormUnroll) {
-    float xv[kNormUnroll], wv[kNormUnroll];
+  const int64_t n4 = dim / 4, row = blockIdx.x;
+  const float4* xr = reinterpret_cast<const float4*>(x + row * dim);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  float4* xn4 = reinterpret_cast<float4*>(xn + row * dim);
+  int8_t* q = xq + row * dim;
+  float *d = xd + row * (dim / 32), *sc = xs + row * (dim / 32);
+  float4 c[kNormCache];
+  const float inv = row_inv_rms4(xr, n4, eps, c);
+  // The shuffles need whole warps: a warp runs while its first quad is in the row (n4 is a
+  // multiple of 8, so an 8-lane group is wholly in or out).
+  const int64_t lane0 = threadIdx.x & ~(int64_t)(kWarpSize - 1);
 #pragma unroll
-    for (int u = 0; u < kNormUnroll; ++u) {
-      const int64_t sb = s0 + u * kWarps, i = sb * 32 + lane;
-      xv[u] = sb < n_sub ? xr[i] : 0.f;
-      wv[u] = sb < n_sub ? w[i] : 0.f;
-    }
-#pragma unroll
-    for (int u = 0; u < kNormUnroll; ++u) {
-      const int64_t sb = s0 + u * kWarps;  // warp-uniform
-      if (sb >= n_sub) break;
-      const float v = xv[u] * inv * wv[u];
-      xn[blockIdx.x * dim + sb * 32 + lane] = v;
-      quantize_block(v, lane, xq + (b0 + sb) * 32, xd + b0 + sb, xs + b0 + sb);
-    }
+  for (int k = 0; k < kNormCache; ++k) {
+    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+    if (lane0 + (int64_t)k * blockDim.x < n4) norm_quant_quad(c[k], w4, inv, i, i < n4, xn4, q, d, sc);
+  }
+  for (int64_t k = kNormCache; lane0 + k * blockDim.x < n4; ++k) {
+    const int64_t i = threadIdx.x + k * blockDim.x;
+    norm_quant_quad(i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f), w4, inv, i, i < n4, xn4, q, d, sc);
   }
 }
 
@@ -405,11 +425,18 @@ Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols) {
   return a;
 }
 
+bool norm_quant_q8_aligned(const float* x, const float* norm_w, const float* xn) {
+  return aligned16(x) && aligned16(norm_w) && aligned16(xn);  // the int8 scratch is cudaMalloc'd
+}
+
 void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, float* xn, const Q8Act& a,
                    cudaStream_t stream) {
   if (dim % 32 || n_tok != a.n_tok || dim != a.n_cols)
     throw Error("backend", "invalid_argument", strfmt("cuda norm_quant_q8: %lld x %lld", (long long)n_tok, (long long)dim));
-  launch_kernel(norm_quant_kernel, (unsigned)n_tok, kNormThreads, 0, stream, x, norm_w, eps, dim, xn, a.q, a.d, a.s);
+  if (!norm_quant_q8_aligned(x, norm_w, xn))
+    throw Error("backend", "invalid_argument", "cuda norm_quant_q8: x, the norm weight and xn must be 16-byte aligned");
+  launch_kernel(norm_quant_kernel, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a.q, a.d,
+                a.s);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -31,6 +31,9 @@ Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols);  // scratch of matve
 // (bit-identical to what matvec_q8 makes of xn), one launch.
 void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, float* xn,
                    const Q8Act& a, cudaStream_t stream);
+// norm_quant_q8 reads and writes float4s: false when a pointer does not allow it (the caller then
+// composes rms_norm and matvec_q8).
+bool norm_quant_q8_aligned(const float* x, const float* norm_w, const float* xn);
 // y_i = x·w_iᵀ (+ bias_i) for up to three matrices over the quantized x: one launch when they
 // share a type. Same bits as matvec_q8 per matrix.
 void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,

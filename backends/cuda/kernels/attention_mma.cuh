@@ -478,14 +478,14 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
       L += w[1] * f;
       acc += w[c] * f;
     }
-    if (P.n_split == 1) {
+    if (ds.n_live == 1) {  // one split holds every key: it writes the output itself
       if (c >= 2)
         P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c - 2] = L > 0.f ? acc / L : 0.f;
     } else {
       P.part[((unit * P.n_split + split) * kRowsPerGroup + R) * rs + c] = c == 0 ? M : (c == 1 ? L : acc);
     }
   }
-  if (P.n_split == 1) return;
+  if (ds.n_live == 1) return;
 
   // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
   __threadfence();

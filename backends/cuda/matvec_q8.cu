@@ -21,7 +21,21 @@
 namespace gaacrt::cuda {
 namespace {
 
-constexpr int kRowsPerBlock = 4;
+constexpr int kWarpsPerBlock = 4, kMaxWarps = 8;  // the decode kernels; the self kernel has 8
+
+// The warps of a thread block in rows: wpr warps share a row (wpr = 1, 2 or 4: matvec_wpr), the
+// block takes n_warps / wpr consecutive rows. Rows past the end are read as the last row (every
+// warp takes part in join_parts' barrier) and not written.
+struct RowPart {
+  int64_t row;  // clamped to the last row
+  int part;     // this warp's share of the row, 0 .. wpr - 1
+  bool live;    // row < n_rows
+};
+__device__ __forceinline__ RowPart row_part(int64_t first_row, int64_t n_rows, int wpr) {
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t row = first_row + warp / wpr;
+  return RowPart{row < n_rows ? row : n_rows - 1, warp % wpr, row < n_rows};
+}
 
 // Quantized activations as the dot products read them (global or shared memory): int8 values
 // (n_tok, n_cols), and per 32 values the scale d and d·Σq.
@@ -52,8 +66,9 @@ __device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // One warp's dot products of R weight rows (R = 2: gate and up) with n_tok quantized activations,
-// reduced over the warp. Lane i takes part i % L of blocks i / L, i / L + 32 / L, ... of each
-// row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
+// reduced over the warp; with wpr warps a row this is the warp's share (part), which join_parts
+// adds up. Lane i of part p takes piece i % L of blocks j / L, j / L + wpr·32 / L, ... (j = 32p + i)
+// of each row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
 // are loaded before the current batch is unpacked and dotted, so a warp always has loads in
 // flight. `prologue` runs once, by every lane: the kernels wait there for the previous kernel
 // (PDL) and, if they quantize x themselves, do it there. The weights do not depend on earlier
@@ -62,11 +77,13 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // Every kernel sums in this one order, so they all give the same bits.
 template <typename Block, int QK, int T, int R, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
-                                          int lane, float (&acc)[R][T], Prologue&& prologue) {
+                                          int lane, int part, int wpr, float (&acc)[R][T], Prologue&& prologue) {
   using P = Piece<Block>;
   using Raw = typename P::Raw;
   constexpr int L = P::kLanes, kStride = kWarpSize / L;  // blocks one warp step covers
-  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2, kBatch = kStride * U;
+  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2;
+  // The wpr warps of a row interleave: together they cover wpr * kStride blocks a step.
+  const int stride = wpr * kStride, batch = stride * U;
   const int n_blocks = n_cols / QK, n_sub = n_cols / 32, k = lane % L;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -76,26 +93,26 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
   auto load = [&](Raw (&dst)[R][U], int b0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int b = min(b0 + kStride * u, n_blocks - 1);  // past the end: a valid block, unused
+      const int b = min(b0 + stride * u, n_blocks - 1);  // past the end: a valid block, unused
 #pragma unroll
       for (int r = 0; r < R; ++r) dst[r][u] = P::load(rows[r] + (size_t)b * sizeof(Block), k);
     }
   };
-  int b0 = lane / L;
+  int b0 = (part * kWarpSize + lane) / L;
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      prefetch_l2(rows[r] + (size_t)min(b0 + kStride * u, n_blocks - 1) * sizeof(Block) + k * (sizeof(Block) / L));
+      prefetch_l2(rows[r] + (size_t)min(b0 + stride * u, n_blocks - 1) * sizeof(Block) + k * (sizeof(Block) / L));
   load(cur, b0);
   prologue();
   for (;;) {
-    const int b1 = b0 + kBatch;
+    const int b1 = b0 + batch;
     const bool more = b1 < n_blocks;
     if (more) load(nxt, b1);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int b = b0 + kStride * u;
+      const int b = b0 + stride * u;
       if (b >= n_blocks) break;
       PieceVals<P::G, P::W> v[R];
 #pragma unroll
@@ -138,6 +155,29 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
     }
 }
 
+// The wpr warps of a row meet: lane 0 of the row's part-0 warp gets the sum of the parts, added
+// in part order. Every thread of the block must call it (a barrier when wpr > 1).
+template <int R, int T>
+__device__ __forceinline__ void join_parts(float (&acc)[R][T], int n_tok, int wpr, int lane) {
+  if (wpr == 1) return;
+  __shared__ float red[kMaxWarps][R][T];
+  const int warp = threadIdx.x / kWarpSize;
+  if (lane == 0)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < T; ++t) red[warp][r][t] = acc[r][t];
+  __syncthreads();
+  if (lane != 0 || warp % wpr != 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      if (t >= n_tok) break;
+      for (int p = 1; p < wpr; ++p) acc[r][t] += red[warp + p][r][t];
+    }
+}
+
 // The prologue of kernels whose x was quantized by an earlier kernel: wait for it (PDL).
 struct WaitForX {
   __device__ void operator()() const { pdl_begin(); }
@@ -169,20 +209,21 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks
 }
 
 template <typename Block, int QK, int T, bool kAccumulate>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
-                 float* __restrict__ y, const float* __restrict__ bias) {
-  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
+                 float* __restrict__ y, const float* __restrict__ bias, int wpr) {
+  const RowPart rp = row_part((int64_t)blockIdx.x * (kWarpsPerBlock / wpr), n_rows, wpr);
+  const int64_t row = rp.row;
   const int lane = threadIdx.x % kWarpSize;
-  if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, rp.part, wpr, acc, WaitForX{});
+  join_parts(acc, n_tok, wpr, lane);
+  if (!rp.live || rp.part != 0 || lane != 0) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
-    if (lane != 0) continue;
     const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
     if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
     else y[(int64_t)t * n_rows + row] = v;
@@ -194,17 +235,19 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 // loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it; the
 // quantization is rows_dots' prologue, so the weights' first loads are already in flight.
 constexpr int kSelfRows = 8, kSelfUnroll = 4;
+static_assert(kSelfRows <= kMaxWarps && kWarpsPerBlock <= kMaxWarps, "join_parts' shared sums");
 template <typename Block, int QK, int T, bool kAccumulate>
 __global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
-                      const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
+                      const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias, int wpr) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n_blocks = n_tok * (n_cols / 32);
   int8_t* sq = reinterpret_cast<int8_t*>(smem);
   float* sd = reinterpret_cast<float*>(smem + n_tok * n_cols);
   float* ss = sd + n_blocks;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
+  const RowPart rp = row_part((int64_t)blockIdx.x * (kSelfRows / wpr), n_rows, wpr);
+  const int64_t row = rp.row;
   auto quantize_x = [&] {
     pdl_begin();
     for (int64_t b0 = warp; b0 < n_blocks; b0 += kSelfRows * kSelfUnroll) {
@@ -223,14 +266,13 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
     __syncthreads();
   };
   float acc[1][T];
-  // Every warp takes part in the quantization: one past the last row reads the last row, unused.
-  const uint8_t* rows[1] = {w + (row < n_rows ? row : n_rows - 1) * row_stride};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, quantize_x);
-  if (row >= n_rows) return;
+  const uint8_t* rows[1] = {w + row * row_stride};  // every warp takes part in the quantization
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, rp.part, wpr, acc, quantize_x);
+  join_parts(acc, n_tok, wpr, lane);
+  if (!rp.live || rp.part != 0 || lane != 0) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
-    if (lane != 0) continue;
     const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
     if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
     else y[(int64_t)t * n_rows + row] = v;
@@ -248,41 +290,44 @@ struct MultiArgs {
 };
 
 template <typename Block, int QK, int T>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
 matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
-                       const float* __restrict__ xd, const float* __restrict__ xs) {
+                       const float* __restrict__ xd, const float* __restrict__ xs, int wpr) {
   const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
-  const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
   const int64_t n_rows = a.rows[i];
-  if (row >= n_rows) return;
+  const RowPart rp = row_part((int64_t)(blockIdx.x - a.first[i]) * (kWarpsPerBlock / wpr), n_rows, wpr);
+  const int64_t row = rp.row;
+  const int lane = threadIdx.x % kWarpSize;
   float acc[1][T];
   const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, rp.part, wpr, acc, WaitForX{});
+  join_parts(acc, n_tok, wpr, lane);
+  if (!rp.live || rp.part != 0 || lane != 0) return;
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
-    if (lane == 0) a.y[i][(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
+    a.y[i][(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
   }
 }
 
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
 template <typename Block, int QK, int T, int kAct>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
                          int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
-                         const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h) {
-  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
+                         const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h, int wpr) {
+  const RowPart rp = row_part((int64_t)blockIdx.x * (kWarpsPerBlock / wpr), n_rows, wpr);
+  const int64_t row = rp.row;
   const int lane = threadIdx.x % kWarpSize;
-  if (row >= n_rows) return;
   float acc[2][T];  // gate, up
   const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, rp.part, wpr, acc, WaitForX{});
+  join_parts(acc, n_tok, wpr, lane);
+  if (!rp.live || rp.part != 0 || lane != 0) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
-    if (lane != 0) continue;
     const float x = acc[0][t], u = acc[1][t];
     float r;
     if (kAct == 0) {
@@ -299,10 +344,9 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
 // int8 quantization per 32 values (quantize_block's arithmetic), in one launch of norm_threads(dim)
 // threads per row: a thread holds quads of x, so 8 lanes hold one 32-block and meet by 3 shuffles.
 // (Each launch is latency, not bytes: a 4,096 row is one load per thread.)
-__device__ __forceinline__ void norm_quant_quad(float4 v, const float4* __restrict__ w4, float inv, int64_t i,
-                                                bool live, float4* __restrict__ xn4, int8_t* __restrict__ xq,
+__device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, int64_t i, bool live,
+                                                float4* __restrict__ xn4, int8_t* __restrict__ xq,
                                                 float* __restrict__ xd, float* __restrict__ xs) {
-  const float4 g = live ? w4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
   v = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
   for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -331,7 +375,12 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   float4* xn4 = reinterpret_cast<float4*>(xn + row * dim);
   int8_t* q = xq + row * dim;
   float *d = xd + row * (dim / 32), *sc = xs + row * (dim / 32);
-  float4 c[kNormCache];
+  float4 c[kNormCache], g[kNormCache];
+#pragma unroll
+  for (int k = 0; k < kNormCache; ++k) {  // the weights' loads overlap x's and the reduction
+    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+    g[k] = i < n4 ? w4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   const float inv = row_inv_rms4(xr, n4, eps, c);
   // The shuffles need whole warps: a warp runs while its first quad is in the row (n4 is a
   // multiple of 8, so an 8-lane group is wholly in or out).
@@ -339,12 +388,33 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
 #pragma unroll
   for (int k = 0; k < kNormCache; ++k) {
     const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-    if (lane0 + (int64_t)k * blockDim.x < n4) norm_quant_quad(c[k], w4, inv, i, i < n4, xn4, q, d, sc);
+    if (lane0 + (int64_t)k * blockDim.x < n4) norm_quant_quad(c[k], g[k], inv, i, i < n4, xn4, q, d, sc);
   }
   for (int64_t k = kNormCache; lane0 + k * blockDim.x < n4; ++k) {
     const int64_t i = threadIdx.x + k * blockDim.x;
-    norm_quant_quad(i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f), w4, inv, i, i < n4, xn4, q, d, sc);
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    norm_quant_quad(i < n4 ? xr[i] : z, i < n4 ? w4[i] : z, inv, i, i < n4, xn4, q, d, sc);
   }
+}
+
+// Warps per row of a matrix n_cols wide (RowPart). One function of the width for every kernel,
+// so that the fused kernels sum in the same order as matvec_q8 (tests/test_fused_ops.py).
+// GAACRT_CUDA_MATVEC_WPR=1, 2 or 4 forces a value (for measuring).
+int matvec_wpr(int64_t n_cols) {
+  static const int forced = [] {
+    const char* e = std::getenv("GAACRT_CUDA_MATVEC_WPR");
+    const int v = e ? std::atoi(e) : 0;
+    return v == 1 || v == 2 || v == 4 ? v : 0;
+  }();
+  if (forced) return forced;
+  (void)n_cols;
+  return 1;
+}
+
+// Thread blocks of n_warps warps for n_rows rows at wpr warps a row.
+unsigned row_blocks(int64_t n_rows, int n_warps, int wpr) {
+  const int64_t per = n_warps / wpr;
+  return (unsigned)((n_rows + per - 1) / per);
 }
 
 // Runs f(std::integral_constant<int, T>{}): T = 1 for one token (the common decode step: half
@@ -392,12 +462,13 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
   launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream,
       x, n_blocks, xq, xd, xs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
-  const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int wpr = matvec_wpr(w.n_cols);
+  const unsigned grid = row_blocks(w.n_rows, kWarpsPerBlock, wpr);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     auto run = [&](auto kernel) {
-      launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
-          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
+      launch_kernel(kernel, grid, kWarpsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
+          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias, wpr);
     };
     if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>);
     else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>);
@@ -450,17 +521,19 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   }
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
-      const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+      const int wpr = matvec_wpr(a.n_cols);
+      const unsigned grid = row_blocks(w[i].n_rows, kWarpsPerBlock, wpr);
       dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[i].type, [&](auto bt) {
         using BT = decltype(bt);
-        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kWarpsPerBlock * kWarpSize, 0, stream,
             static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
-            a.s, y[i], bias ? bias[i] : nullptr);
+            a.s, y[i], bias ? bias[i] : nullptr, wpr);
       }); });
       GAACRT_CUDA_CHECK(cudaGetLastError());
     }
     return;
   }
+  const int wpr = matvec_wpr(a.n_cols);
   MultiArgs m{};
   m.first[0] = 0;
   for (int i = 0; i < 3; ++i) {
@@ -470,12 +543,12 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     m.rows[i] = on ? w[i].n_rows : 0;
     m.y[i] = on ? y[i] : nullptr;
     m.bias[i] = on && bias ? bias[i] : nullptr;
-    m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock);
+    m.first[i + 1] = m.first[i] + row_blocks(m.rows[i], kWarpsPerBlock, wpr);
   }
   dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[0].type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
-        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
+    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kWarpsPerBlock * kWarpSize, 0, stream,
+        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, wpr);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -486,17 +559,18 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
     return false;
   check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
-  const unsigned grid = (unsigned)((gate.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int wpr = matvec_wpr(a.n_cols);
+  const unsigned grid = row_blocks(gate.n_rows, kWarpsPerBlock, wpr);
   dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(gate.type, [&](auto bt) {
     using BT = decltype(bt);
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
     if (act == Activation::SiLU)
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
-          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kWarpsPerBlock * kWarpSize, 0, stream,
+          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h, wpr);
     else
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream,
-          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 1>, grid, kWarpsPerBlock * kWarpSize, 0, stream,
+          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h, wpr);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
@@ -513,15 +587,16 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
       n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
     return false;
   check_q8_alignment(w, "matvec_q8_self");
-  const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
+  const int wpr = matvec_wpr(w.n_cols);
+  const unsigned grid = row_blocks(w.n_rows, kSelfRows, wpr);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     if (accumulate)
       launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>, grid, kSelfRows * kWarpSize, smem, stream,
-          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias, wpr);
     else
       launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kSelfRows * kWarpSize, smem, stream,
-          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias, wpr);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;

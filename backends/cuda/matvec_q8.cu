@@ -21,21 +21,7 @@
 namespace gaacrt::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = 4, kMaxWarps = 8;  // the decode kernels; the self kernel has 8
-
-// The warps of a thread block in rows: wpr warps share a row (wpr = 1, 2 or 4: matvec_wpr), the
-// block takes n_warps / wpr consecutive rows. Rows past the end are read as the last row (every
-// warp takes part in join_parts' barrier) and not written.
-struct RowPart {
-  int64_t row;  // clamped to the last row
-  int part;     // this warp's share of the row, 0 .. wpr - 1
-  bool live;    // row < n_rows
-};
-__device__ __forceinline__ RowPart row_part(int64_t first_row, int64_t n_rows, int wpr) {
-  const int warp = threadIdx.x / kWarpSize;
-  const int64_t row = first_row + warp / wpr;
-  return RowPart{row < n_rows ? row : n_rows - 1, warp % wpr, row < n_rows};
-}
+constexpr int kRowsPerBlock = 4;
 
 // Quantized activations as the dot products read them (global or shared memory): int8 values
 // (n_tok, n_cols), and per 32 values the scale d and d·Σq.
@@ -66,9 +52,8 @@ __device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // One warp's dot products of R weight rows (R = 2: gate and up) with n_tok quantized activations,
-// reduced over the warp; with wpr warps a row this is the warp's share (part), which join_parts
-// adds up. Lane i of part p takes piece i % L of blocks j / L, j / L + wpr·32 / L, ... (j = 32p + i)
-// of each row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
+// reduced over the warp. Lane i takes part i % L of blocks i / L, i / L + 32 / L, ... of each
+// row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
 // are loaded before the current batch is unpacked and dotted, so a warp always has loads in
 // flight. `prologue` runs once, by every lane: the kernels wait there for the previous kernel
 // (PDL) and, if they quantize x themselves, do it there. The weights do not depend on earlier
@@ -77,13 +62,11 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // Every kernel sums in this one order, so they all give the same bits.
 template <typename Block, int QK, int T, int R, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
-                                          int lane, int part, int wpr, float (&acc)[R][T], Prologue&& prologue) {
+                                          int lane, float (&acc)[R][T], Prologue&& prologue) {
   using P = Piece<Block>;
   using Raw = typename P::Raw;
   constexpr int L = P::kLanes, kStride = kWarpSize / L;  // blocks one warp step covers
-  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2;
-  // The wpr warps of a row interleave: together they cover wpr * kStride blocks a step.
-  const int stride = wpr * kStride, batch = stride * U;
+  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2, kBatch = kStride * U;
   const int n_blocks = n_cols / QK, n_sub = n_cols / 32, k = lane % L;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -93,26 +76,26 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
   auto load = [&](Raw (&dst)[R][U], int b0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int b = min(b0 + stride * u, n_blocks - 1);  // past the end: a valid block, unused
+      const int b = min(b0 + kStride * u, n_blocks - 1);  // past the end: a valid block, unused
 #pragma unroll
       for (int r = 0; r < R; ++r) dst[r][u] = P::load(rows[r] + (size_t)b * sizeof(Block), k);
     }
   };
-  int b0 = (part * kWarpSize + lane) / L;
+  int b0 = lane / L;
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      prefetch_l2(rows[r] + (size_t)min(b0 + stride * u, n_blocks - 1) * sizeof(Block) + k * (sizeof(Block) / L));
+      prefetch_l2(rows[r] + (size_t)min(b0 + kStride * u, n_blocks - 1) * sizeof(Block) + k * (sizeof(Block) / L));
   load(cur, b0);
   prologue();
   for (;;) {
-    const int b1 = b0 + batch;
+    const int b1 = b0 + kBatch;
     const bool more = b1 < n_blocks;
     if (more) load(nxt, b1);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int b = b0 + stride * u;
+      const int b = b0 + kStride * u;
       if (b >= n_blocks) break;
       PieceVals<P::G, P::W> v[R];
 #pragma unroll
@@ -155,29 +138,6 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
     }
 }
 
-// The wpr warps of a row meet: lane 0 of the row's part-0 warp gets the sum of the parts, added
-// in part order. Every thread of the block must call it (a barrier when wpr > 1).
-template <int R, int T>
-__device__ __forceinline__ void join_parts(float (&acc)[R][T], int n_tok, int wpr, int lane) {
-  if (wpr == 1) return;
-  __shared__ float red[kMaxWarps][R][T];
-  const int warp = threadIdx.x / kWarpSize;
-  if (lane == 0)
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int t = 0; t < T; ++t) red[warp][r][t] = acc[r][t];
-  __syncthreads();
-  if (lane != 0 || warp % wpr != 0) return;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      if (t >= n_tok) break;
-      for (int p = 1; p < wpr; ++p) acc[r][t] += red[warp + p][r][t];
-    }
-}
-
 // The prologue of kernels whose x was quantized by an earlier kernel: wait for it (PDL).
 struct WaitForX {
   __device__ void operator()() const { pdl_begin(); }
@@ -209,21 +169,20 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks
 }
 
 template <typename Block, int QK, int T, bool kAccumulate>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
-                 float* __restrict__ y, const float* __restrict__ bias, int wpr) {
-  const RowPart rp = row_part((int64_t)blockIdx.x * (kWarpsPerBlock / wpr), n_rows, wpr);
-  const int64_t row = rp.row;
+                 float* __restrict__ y, const float* __restrict__ bias) {
+  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
+  if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, rp.part, wpr, acc, WaitForX{});
-  join_parts(acc, n_tok, wpr, lane);
-  if (!rp.live || rp.part != 0 || lane != 0) return;
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
+    if (lane != 0) continue;
     const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
     if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
     else y[(int64_t)t * n_rows + row] = v;
@@ -235,19 +194,17 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 // loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it; the
 // quantization is rows_dots' prologue, so the weights' first loads are already in flight.
 constexpr int kSelfRows = 8, kSelfUnroll = 4;
-static_assert(kSelfRows <= kMaxWarps && kWarpsPerBlock <= kMaxWarps, "join_parts' shared sums");
 template <typename Block, int QK, int T, bool kAccumulate>
 __global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
-                      const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias, int wpr) {
+                      const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n_blocks = n_tok * (n_cols / 32);
   int8_t* sq = reinterpret_cast<int8_t*>(smem);
   float* sd = reinterpret_cast<float*>(smem + n_tok * n_cols);
   float* ss = sd + n_blocks;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const RowPart rp = row_part((int64_t)blockIdx.x * (kSelfRows / wpr), n_rows, wpr);
-  const int64_t row = rp.row;
+  const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
   auto quantize_x = [&] {
     pdl_begin();
     for (int64_t b0 = warp; b0 < n_blocks; b0 += kSelfRows * kSelfUnroll) {
@@ -266,13 +223,14 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
     __syncthreads();
   };
   float acc[1][T];
-  const uint8_t* rows[1] = {w + row * row_stride};  // every warp takes part in the quantization
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, rp.part, wpr, acc, quantize_x);
-  join_parts(acc, n_tok, wpr, lane);
-  if (!rp.live || rp.part != 0 || lane != 0) return;
+  // Every warp takes part in the quantization: one past the last row reads the last row, unused.
+  const uint8_t* rows[1] = {w + (row < n_rows ? row : n_rows - 1) * row_stride};
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, quantize_x);
+  if (row >= n_rows) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
+    if (lane != 0) continue;
     const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
     if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
     else y[(int64_t)t * n_rows + row] = v;
@@ -290,44 +248,41 @@ struct MultiArgs {
 };
 
 template <typename Block, int QK, int T>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
-                       const float* __restrict__ xd, const float* __restrict__ xs, int wpr) {
+                       const float* __restrict__ xd, const float* __restrict__ xs) {
   const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
-  const int64_t n_rows = a.rows[i];
-  const RowPart rp = row_part((int64_t)(blockIdx.x - a.first[i]) * (kWarpsPerBlock / wpr), n_rows, wpr);
-  const int64_t row = rp.row;
+  const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
+  const int64_t n_rows = a.rows[i];
+  if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, rp.part, wpr, acc, WaitForX{});
-  join_parts(acc, n_tok, wpr, lane);
-  if (!rp.live || rp.part != 0 || lane != 0) return;
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
-    a.y[i][(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
+    if (lane == 0) a.y[i][(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
   }
 }
 
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
 template <typename Block, int QK, int T, int kAct>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
                          int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
-                         const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h, int wpr) {
-  const RowPart rp = row_part((int64_t)blockIdx.x * (kWarpsPerBlock / wpr), n_rows, wpr);
-  const int64_t row = rp.row;
+                         const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h) {
+  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
+  if (row >= n_rows) return;
   float acc[2][T];  // gate, up
   const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, rp.part, wpr, acc, WaitForX{});
-  join_parts(acc, n_tok, wpr, lane);
-  if (!rp.live || rp.part != 0 || lane != 0) return;
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
+    if (lane != 0) continue;
     const float x = acc[0][t], u = acc[1][t];
     float r;
     if (kAct == 0) {
@@ -397,26 +352,6 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   }
 }
 
-// Warps per row of a matrix n_cols wide (RowPart). One function of the width for every kernel,
-// so that the fused kernels sum in the same order as matvec_q8 (tests/test_fused_ops.py).
-// GAACRT_CUDA_MATVEC_WPR=1, 2 or 4 forces a value (for measuring).
-int matvec_wpr(int64_t n_cols) {
-  static const int forced = [] {
-    const char* e = std::getenv("GAACRT_CUDA_MATVEC_WPR");
-    const int v = e ? std::atoi(e) : 0;
-    return v == 1 || v == 2 || v == 4 ? v : 0;
-  }();
-  if (forced) return forced;
-  (void)n_cols;
-  return 1;
-}
-
-// Thread blocks of n_warps warps for n_rows rows at wpr warps a row.
-unsigned row_blocks(int64_t n_rows, int n_warps, int wpr) {
-  const int64_t per = n_warps / wpr;
-  return (unsigned)((n_rows + per - 1) / per);
-}
-
 // Runs f(std::integral_constant<int, T>{}): T = 1 for one token (the common decode step: half
 // the registers of 8, so more warps in flight), else kMatvecQ8MaxTokens.
 template <typename F>
@@ -462,13 +397,12 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
   launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream,
       x, n_blocks, xq, xd, xs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
-  const int wpr = matvec_wpr(w.n_cols);
-  const unsigned grid = row_blocks(w.n_rows, kWarpsPerBlock, wpr);
+  const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     auto run = [&](auto kernel) {
-      launch_kernel(kernel, grid, kWarpsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
-          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias, wpr);
+      launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
+          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
     };
     if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>);
     else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>);
@@ -521,19 +455,17 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   }
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
-      const int wpr = matvec_wpr(a.n_cols);
-      const unsigned grid = row_blocks(w[i].n_rows, kWarpsPerBlock, wpr);
+      const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
       dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[i].type, [&](auto bt) {
         using BT = decltype(bt);
-        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kWarpsPerBlock * kWarpSize, 0, stream,
+        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kRowsPerBlock * kWarpSize, 0, stream,
             static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
-            a.s, y[i], bias ? bias[i] : nullptr, wpr);
+            a.s, y[i], bias ? bias[i] : nullptr);
       }); });
       GAACRT_CUDA_CHECK(cudaGetLastError());
     }
     return;
   }
-  const int wpr = matvec_wpr(a.n_cols);
   MultiArgs m{};
   m.first[0] = 0;
   for (int i = 0; i < 3; ++i) {
@@ -543,12 +475,12 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     m.rows[i] = on ? w[i].n_rows : 0;
     m.y[i] = on ? y[i] : nullptr;
     m.bias[i] = on && bias ? bias[i] : nullptr;
-    m.first[i + 1] = m.first[i] + row_blocks(m.rows[i], kWarpsPerBlock, wpr);
+    m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock);
   }
   dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[0].type, [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kWarpsPerBlock * kWarpSize, 0, stream,
-        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, wpr);
+    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
+        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -559,18 +491,17 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
     return false;
   check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
-  const int wpr = matvec_wpr(a.n_cols);
-  const unsigned grid = row_blocks(gate.n_rows, kWarpsPerBlock, wpr);
+  const unsigned grid = (unsigned)((gate.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(gate.type, [&](auto bt) {
     using BT = decltype(bt);
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
     if (act == Activation::SiLU)
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kWarpsPerBlock * kWarpSize, 0, stream,
-          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h, wpr);
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
     else
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 1>, grid, kWarpsPerBlock * kWarpSize, 0, stream,
-          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h, wpr);
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
@@ -587,16 +518,15 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
       n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
     return false;
   check_q8_alignment(w, "matvec_q8_self");
-  const int wpr = matvec_wpr(w.n_cols);
-  const unsigned grid = row_blocks(w.n_rows, kSelfRows, wpr);
+  const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
     if (accumulate)
       launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>, grid, kSelfRows * kWarpSize, smem, stream,
-          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias, wpr);
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
     else
       launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kSelfRows * kWarpSize, smem, stream,
-          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias, wpr);
+          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;

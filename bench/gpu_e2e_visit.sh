@@ -10,9 +10,11 @@
 #   1. gguf wheel into /tmp/site                                     ~2 s
 #   2. llama-bench build starts in the background (nice 19, 14 jobs)  ~4-5 min, overlaps 3-5
 #   3. gaacrt build (pip install --no-build-isolation --no-deps .)    ~30-60 s (beside stage 2)
-#      and tests/test_bench_hooks.py (the depth hook, CUDA vs CPU)      ~10-20 s
+#      and the CUDA tests (tests/test_cuda_*.py, test_fused_ops.py,
+#      test_bench_hooks.py: the depth hook, CUDA vs CPU)                ~10-20 s
 #   4. the model: bench/gen_8b.py -> /tmp/llama31-8b-q4_0.gguf        ~10-20 s (kept if present)
 #   5. bench/cuda_e2e.py: pp512, tg128 at 0/32K/64K, equal memory     ~2-3 min
+#  5b. with ATTN_ARGS: bench/cuda_attention.py (carry bench/kv_rec/)  ~1 min
 #   6. wait for the build, then llama-bench -fa 1 pp512/tg128 at
 #      depths 0/32K/64K, 3 repetitions (each depth prefilled once)    ~1-2 min
 #   7. the comparison table (cuda_e2e.py --report)                    instant
@@ -45,8 +47,9 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   "$PYTHON" -m pip install -q --no-build-isolation --no-deps . || { echo "gaacrt build failed"; exit 1; }
 fi
 "$PYTHON" -c "import gaacrt; print('gaacrt', gaacrt.__file__, gaacrt.cuda_devices())"
-# The cache-growing hook the depths rely on, on this GPU against the CPU (~10-20 s).
-"$PYTHON" -m pytest -q -p no:cacheprovider tests/test_bench_hooks.py 2>&1 | tail -3
+# The CUDA tests (~10 s; the cache-growing hook the depths rely on is tests/test_bench_hooks.py).
+"$PYTHON" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
+  tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -3
 
 stage "4. model"
 # shellcheck disable=SC2086
@@ -60,6 +63,12 @@ stage "5. gaacrt: bench/cuda_e2e.py ${E2E_ARGS:-}"
 [ -f "$OUT/llama_build.rc" ] || echo "(the llama.cpp build is still running beside this, niced)"
 # shellcheck disable=SC2086
 "$PYTHON" bench/cuda_e2e.py "$MODEL" --json "$OUT/gaacrt_e2e.json" ${E2E_ARGS:-} | tee "$OUT/gaacrt_e2e.txt"
+
+if [ -n "${ATTN_ARGS:-}" ]; then  # e.g. "--kv smollm2 --ctx 65536 --batch 1" (needs bench/kv_rec/ carried)
+  stage "5b. attention kernels: bench/cuda_attention.py $ATTN_ARGS"
+  # shellcheck disable=SC2086
+  timeout 240 "$PYTHON" bench/cuda_attention.py $ATTN_ARGS 2>&1 | tee "$OUT/attention.txt" | tail -40
+fi
 
 if [ -n "${LLAMA_PID:-}" ]; then
   stage "6. llama.cpp: waiting for the build"

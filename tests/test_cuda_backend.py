@@ -55,21 +55,45 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
 
 @pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS],
                          ids=lambda t: t.name)
-@pytest.mark.parametrize("n_tok", [9, 70, 130])
-@pytest.mark.parametrize("path", ["mma", "reference"])
-def test_cuda_prefill_matmul_matches_float64(cuda, cpu, t, n_tok, path, monkeypatch):
-    # The tensor-core prefill path (matmul_mma.cu, the default): bf16 hi + lo parts of weights and
-    # activations, three products, fp32 accumulation — close to fp32; and matmul.cu's fp32
-    # reference kernel (GAACRT_CUDA_MMA_MATMUL=0). 101 rows and 130 tokens leave partial tiles;
-    # 7 blocks of 32 columns a partial column step.
-    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "1" if path == "mma" else "0")
+PREFILL_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]
+
+
+def _prefill_case(cpu, t, n_tok, n_rows=101):
+    # 101 rows and 130 tokens leave partial tiles; 7 blocks of 32 columns a partial column step.
     rng = np.random.default_rng(11 * int(t) + n_tok)
     bs = gguf.GGML_QUANT_SIZES[t][0]
-    raw = random_rows(t, 101, bs * (3 if bs == 256 else 7), rng)
+    raw = random_rows(t, n_rows, bs * (3 if bs == 256 else 7), rng)
     x = rng.standard_normal((n_tok, raw.shape[1] // gguf.GGML_QUANT_SIZES[t][1] * bs)).astype(np.float32)
     ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
+    return raw, x, ref
+
+
+@pytest.mark.parametrize("t", PREFILL_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n_tok", [9, 70, 130])
+@pytest.mark.parametrize("path", ["bf16", "reference"])
+def test_cuda_prefill_matmul_matches_float64(cuda, cpu, t, n_tok, path, monkeypatch):
+    # The bf16 tensor-core prefill path (matmul_mma.cu): bf16 hi + lo parts of weights and
+    # activations, three products, fp32 accumulation — close to fp32; and matmul.cu's fp32
+    # reference kernel (GAACRT_CUDA_MMA_MATMUL=0).
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "bf16" if path == "bf16" else "0")
+    raw, x, ref = _prefill_case(cpu, t, n_tok)
     y = cuda.matmul(raw, int(t), x)
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-4
+
+
+@pytest.mark.parametrize("t", PREFILL_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n_tok", [9, 70, 130])
+def test_cuda_int8_prefill_matmul_agrees_with_the_decode_path(cuda, cpu, t, n_tok, monkeypatch):
+    # The int8 tensor-core path (matmul_q8mma.cu, GAACRT_CUDA_MMA_MATMUL=q8) computes what the
+    # decode matvec computes (the same int8 x, exact integer sums), so it matches the decode path
+    # run 8 tokens at a time to float rounding, and float64 to the int8 rounding of x. 133 rows
+    # leave a partial 64-row tile.
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "q8")
+    raw, x, ref = _prefill_case(cpu, t, n_tok, n_rows=133)
+    y = cuda.matmul(raw, int(t), x)
+    dec = np.concatenate([cuda.matmul(raw, int(t), x[i:i + 8]) for i in range(0, n_tok, 8)])
+    assert np.linalg.norm(y - dec) / np.linalg.norm(dec) < 1e-5
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1.5e-2
 
 
 @pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K], ids=lambda t: t.name)

@@ -35,10 +35,11 @@ def test_cuda_model_logits_match_cpu(model_path):
     assert_close_logits(b, a)
 
 
-def test_cuda_model_logits_with_the_reference_prefill_match_cpu(model_path, monkeypatch):
-    # The same comparison with prefill matmuls on matmul.cu's CUDA-core reference kernel instead
-    # of the tensor cores (matmul_mma.cu, the default).
-    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "0")
+@pytest.mark.parametrize("path", ["0", "bf16", "q8"])
+def test_cuda_model_logits_with_each_prefill_matmul_match_cpu(model_path, path, monkeypatch):
+    # The same comparison with each prefill matmul (GAACRT_CUDA_MMA_MATMUL): matmul.cu's CUDA-core
+    # reference, the bf16 tensor cores (matmul_mma.cu), the int8 tensor cores (matmul_q8mma.cu).
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", path)
     test_cuda_model_logits_match_cpu(model_path)
 
 

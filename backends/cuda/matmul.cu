@@ -1,15 +1,17 @@
 // matmul.cu — y(n_tok, n_rows) = x(n_tok, n_cols) · wᵀ on the GPU.
 //
 // Decode-sized calls (up to 8 tokens) of quantized weights go to matvec_q8.cu: int8 activations,
-// __dp4a integer dot products. The rest (prefill, float weights) take the reference path here:
-// one warp per (row, token), each lane dequantizes whole blocks through the portable
-// dequant_block() and accumulates in fp32, then a warp reduction. A tensor-core path for
-// quantized weights (matmul_mma.cu) is written but off until it has run on a GPU.
+// __dp4a integer dot products. Prefill-sized calls of quantized weights go to the tensor cores
+// (matmul_mma.cu: bf16 hi/lo parts; matmul_q8mma.cu: int8, the decode path's arithmetic; chosen
+// by GAACRT_CUDA_MMA_MATMUL). The rest (float weights, or GAACRT_CUDA_MMA_MATMUL=0) take the
+// reference path here: one warp per (row, token), each lane dequantizes whole blocks through the
+// portable dequant_block() and accumulates in fp32, then a warp reduction.
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
 #include "matmul_mma.cuh"
+#include "matmul_q8mma.cuh"
 #include "matvec_q8.cuh"
 #include "quant/dequant.h"
 
@@ -81,7 +83,13 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
     matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_);
     return;
   }
-  if (mma_matmul_enabled() && matmul_mma(w, x, n_tok, y, bias, stream_)) {  // tensor cores (matmul_mma.cu)
+  const PrefillMatmul path = prefill_matmul();  // tensor cores: int8 (matmul_q8mma.cu) or bf16 (matmul_mma.cu)
+  if (path == PrefillMatmul::Q8 && w.n_cols % 32 == 0 && matvec_q8_supported(w.type) &&
+      matmul_q8mma(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_)) {
+    GAACRT_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  if (path != PrefillMatmul::Reference && matmul_mma(w, x, n_tok, y, bias, stream_)) {
     GAACRT_CUDA_CHECK(cudaGetLastError());
     return;
   }

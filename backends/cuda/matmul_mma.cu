@@ -2,7 +2,7 @@
 //
 // The prefill path for more than 8 tokens (2,094 tok/s pp512 on the Llama-3.1-8B shape on the
 // H200, 58x matmul.cu's CUDA-core reference kernel; bench/results/cuda_h200.md).
-// GAACRT_CUDA_MMA_MATMUL=0 falls back to the reference (tests run both).
+// GAACRT_CUDA_MMA_MATMUL picks it, the int8 path (matmul_q8mma.cu) or the reference (tests run all).
 //
 // A thread block computes 32 weight rows x 64 tokens, stepping through the columns 256 at a time:
 // its threads dequantize the 32 rows' blocks of those columns with the portable dequant_block()
@@ -122,9 +122,11 @@ void launch_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, co
 
 }  // namespace
 
-bool mma_matmul_enabled() {
+PrefillMatmul prefill_matmul() {
   const char* e = std::getenv("GAACRT_CUDA_MMA_MATMUL");
-  return !(e && e[0] == '0');
+  if (!e || !*e) return PrefillMatmul::Bf16;
+  if (e[0] == '0') return PrefillMatmul::Reference;
+  return e[0] == 'q' ? PrefillMatmul::Q8 : PrefillMatmul::Bf16;
 }
 
 bool matmul_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream) {

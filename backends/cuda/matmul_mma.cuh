@@ -8,8 +8,11 @@
 
 namespace gaacrt::cuda {
 
-// GAACRT_CUDA_MMA_MATMUL=1 (read on every call): the path is off by default until it has run on a GPU.
-bool mma_matmul_enabled();
+// The kernel of prefill-sized matmuls of quantized weights, GAACRT_CUDA_MMA_MATMUL (read on every
+// call): "q8" int8 tensor cores (matmul_q8mma.cu), "bf16" bf16 hi/lo tensor cores (this file's
+// matmul_mma), "0" matmul.cu's CUDA-core fp32 reference; unset, the default (bf16).
+enum class PrefillMatmul { Reference, Bf16, Q8 };
+PrefillMatmul prefill_matmul();
 // y(n_tok, w.n_rows) = x · wᵀ (+ bias) for a quantized w with n_cols a multiple of 32; returns
 // false (nothing launched) for other weights.
 bool matmul_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream);

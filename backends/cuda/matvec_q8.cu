@@ -360,6 +360,8 @@ void dispatch_tokens(int64_t n_tok, F&& f) {
   else f(std::integral_constant<int, kMatvecQ8MaxTokens>{});
 }
 
+}  // namespace
+
 // Weights are read with 16-bit loads, and with 32-bit loads where the block size is a multiple of
 // 4 (matvec_pieces.cuh). Weights are uploaded one tensor per allocation, so this holds; a view
 // that breaks it is refused.
@@ -372,8 +374,6 @@ void check_q8_alignment(const WeightView& w, const char* what) {
                   strfmt("cuda %s: %s weights must start on a %u-byte boundary", what, type_name(w.type), align));
   });
 }
-
-}  // namespace
 
 bool matvec_q8_supported(GGMLType t) {
   return dispatch_block_type(t, [](auto) {});
@@ -389,14 +389,9 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
     throw Error("backend", "invalid_argument",
                 strfmt("cuda matvec_q8: %lld tokens of %lld columns", (long long)n_tok, (long long)w.n_cols));
   check_q8_alignment(w, "matvec_q8");
-  auto* xq = static_cast<int8_t*>(scratch);
-  const int64_t n_blocks = n_tok * (w.n_cols / 32);
-  // fp32 scales after the int8 values, 16-byte aligned (n_cols is a multiple of 32).
-  auto* xd = reinterpret_cast<float*>(xq + n_tok * w.n_cols);
-  float* xs = xd + n_blocks;
-  launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream,
-      x, n_blocks, xq, xd, xs);
-  GAACRT_CUDA_CHECK(cudaGetLastError());
+  const Q8Act a = quantize_q8(x, n_tok, w.n_cols, scratch, stream);
+  const int8_t* xq = a.q;
+  const float *xd = a.d, *xs = a.s;
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
@@ -419,6 +414,15 @@ void check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* wh
   check_q8_alignment(w, what);
 }
 }  // namespace
+
+Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream) {
+  const Q8Act a = q8_act(scratch, n_tok, n_cols);
+  const int64_t n_blocks = n_tok * (n_cols / 32);
+  launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream,
+      x, n_blocks, a.q, a.d, a.s);
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+  return a;
+}
 
 Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols) {
   Q8Act a;

@@ -26,6 +26,11 @@ struct Q8Act {
   int64_t n_tok, n_cols;
 };
 Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols);  // scratch of matvec_q8_scratch_bytes
+// x(n_tok, n_cols) quantized into scratch (matvec_q8_scratch_bytes) in one launch: the
+// activations of every int8 path (matvec_q8, the prefill matmul of matmul_q8mma.cu).
+Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream);
+// Throws unless w's data and rows are aligned as the int8 paths' weight loads need.
+void check_q8_alignment(const WeightView& w, const char* what);
 
 // xn(n_tok, dim) = rms_norm(x)·norm_w (bit-identical to CudaBackend::rms_norm) and its quantization
 // (bit-identical to what matvec_q8 makes of xn), one launch.

@@ -110,7 +110,8 @@ class KVCache {
   void for_new_entries(Sequence& s, int32_t n, F&& f);
   void sync_table(int seq);
   void finalize_ready(int seq);
-  void finalize_block(Sequence& s, int il, int32_t b);
+  void queue_block(Sequence& s, int il, int32_t b);
+  void flush_finalize(Sequence& s);
   int32_t sink_blocks_ = 0;       // leading blocks never finalized (raw_sink)
   void release_out_of_window(int seq);
   void calibrate_online(int seq);
@@ -126,7 +127,9 @@ class KVCache {
   uint8_t* arena_mem_ = nullptr;         // backend memory
   std::vector<std::unique_ptr<Sequence>> seqs_;
   CodecStats stats_[2];                   // per K / V, over every finalize so far
-  std::vector<KVFinalizeJob> jobs_;       // scratch (host); uploaded per layer when needed
+  std::vector<std::vector<KVFinalizeJob>> pending_;  // per layer: queued encoding jobs (queue_block)
+  size_t n_pending_ = 0;
+  std::vector<KVFinalizeJob> jobs_;       // scratch (host): the pending jobs, layer after layer
   KVFinalizeJob* dev_jobs_ = nullptr;     // backend copy (== jobs_.data() on host-memory backends)
   size_t dev_jobs_cap_ = 0;
 };

@@ -1,0 +1,225 @@
+// matmul_q8mma.cu — prefill-sized y(n_tok, n_rows) = x · wᵀ of quantized weights on int8 tensor
+// cores (mma.sync m16n8k32 / m16n8k16, s8 x s8 -> s32), in the arithmetic of the decode matvec
+// (matvec_q8.cu): x quantized to int8 per 32 values (quantize_q8: scale dx and sx = dx · Σ qx),
+// the weights unpacked to int8 by matvec_pieces.cuh with a scale per 16 or 32 values and, for the
+// types with a minimum, a min term per 32 values:
+//
+//   y[r][t] = Σ_slices dw[r][s] · dx[t][s] · Σ_{k in s} qw[r][k] · qx[t][k]  +  Σ_32-blocks mw[r][b] · sx[t][b]
+//
+// The integer sums are exact, so prefill and decode agree to the rounding of the scale products
+// (tests/test_cuda_backend.py checks it), and the precision is the decode path's (and llama.cpp's
+// MMQ): one int8 rounding of x per 32 values.
+//
+// A thread block computes 64 weight rows x 64 tokens, 256 columns a step: its threads unpack the
+// rows' pieces into an int8 tile with their scales and copy the tokens' int8 values and scales,
+// all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 tokens) run one mma per 32-column
+// slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results.
+// The weights' fp16 scale products stay in fp32, so the slow part is the conversion of each
+// 32-column integer result (an add and a subtract with the 2^23 magic instead of I2F).
+#include "matmul_q8mma.cuh"
+
+#include <cstdlib>
+#include <type_traits>
+
+#include "block_traits.cuh"
+#include "cuda_backend.h"
+#include "cuda_common.h"
+#include "kernels/attention_ptx.cuh"
+#include "kernels/matvec_pieces.cuh"
+#include "matvec_q8.cuh"
+
+namespace gaacrt::cuda {
+namespace {
+
+constexpr int kRowsT = 64, kToksT = 64, kKc = 256, kThreads = 256;
+constexpr int kRowB = kKc + 16;  // bytes per shared row: 16 spare bytes keep ldmatrix conflict-free
+constexpr int kSl = kKc / 32;    // 32-column slices per step
+
+// Shared memory of one thread block (kMin: the types with a min term).
+template <bool kMin>
+struct alignas(16) Tile {
+  int8_t w[kRowsT][kRowB];   // weight rows' int8 values of this step's columns
+  int8_t x[kToksT][kRowB];   // tokens' int8 values
+  float dw[kRowsT][kKc / 16];  // weight scale per 16 columns
+  float dx[kToksT][kSl];       // x scale per 32 columns
+  // min terms: one per piece word (4 columns; a group's first word carries the group's m, so every
+  // word is written exactly once), summed per 32 columns (mw) before the slices use them.
+  float mw4[kMin ? kRowsT : 1][kKc / 4];
+  float mw[kMin ? kRowsT : 1][kSl];
+  float sx[kMin ? kToksT : 1][kSl];
+};
+
+// D = A(16 x 32, row) · B(32 x 8, col), s8 -> s32. The registers are laid out as mma_bf16's
+// (attention_ptx.cuh) with 4 int8 in place of 2 bf16: a0 (row g, k 4c..4c+3), a1 (row g + 8),
+// a2 (row g, k 16 + 4c..), a3 (row g + 8, k 16 + 4c..); b0 (k 4c.., n g), b1 (k 16 + 4c.., n g).
+__device__ __forceinline__ void mma_s8_k32(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// The k = 16 form: a0 (row g, k 4c..), a1 (row g + 8); b0 (k 4c.., n g).
+__device__ __forceinline__ void mma_s8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// An int32 of magnitude below 2^22 as a float, exactly: in the mantissa of 1.5 · 2^23 (two full-rate
+// instructions instead of a quarter-rate I2F). |Σ of 32 products| <= 32 · 128 · 128 = 2^19.
+__device__ __forceinline__ float i2f_small(int v) { return __int_as_float(v + 0x4B400000) - 12582912.f; }
+
+template <typename Block, int QK>
+__global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* __restrict__ w, size_t row_stride,
+                                                                int64_t n_rows, int64_t n_cols, Q8Act a,
+                                                                float* __restrict__ y, const float* __restrict__ bias) {
+  using P = Piece<Block>;
+  constexpr bool kMin = P::kMin;
+  // Q6_K's scale changes every 16 columns: two k16 mma per slice instead of one k32.
+  constexpr bool k16 = std::is_same_v<Block, block_q6_k>;
+  constexpr int L = P::kLanes, kBpc = kKc / QK;  // lanes per block, weight blocks per row in a step
+  static_assert(kKc % QK == 0, "a step holds whole blocks");
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t smem[];
+  Tile<kMin>& T = *reinterpret_cast<Tile<kMin>*>(smem);
+  const int64_t row0 = (int64_t)blockIdx.x * kRowsT, tok0 = (int64_t)blockIdx.y * kToksT, n_tok = a.n_tok;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  const int wr = warp & 1, wt = warp >> 1;  // this warp's rows 32 wr.., tokens 16 wt..
+  const int mi = lane >> 3, ri = lane & 7;  // ldmatrix: this lane's matrix and row
+  const int64_t n_blocks = n_cols / QK, n_sub = n_cols / 32;
+  float acc[2][2][4] = {};  // [m-tile of 16 rows][n-tile of 8 tokens][fragment]
+
+  for (int64_t c0 = 0; c0 < n_cols; c0 += kKc) {
+    // ---- weights: (row, block, piece) tasks; past the matrix a zero piece (scale 0, min 0) ----
+    for (int t = threadIdx.x; t < kRowsT * kBpc * L; t += kThreads) {
+      const int r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
+      const int64_t row = row0 + r, b = c0 / QK + bi;
+      typename P::Raw raw{};
+      if (row < n_rows && b < n_blocks) raw = P::load(w + row * row_stride + b * sizeof(Block), k);
+      const PieceVals<P::G, P::W> v = P::unpack(raw, k);
+#pragma unroll
+      for (int gi = 0; gi < P::G; ++gi)
+#pragma unroll
+        for (int i = 0; i < P::W; ++i) {
+          const int c = bi * QK + v.col[gi] + P::off(i);
+          *reinterpret_cast<uint32_t*>(&T.w[r][c]) = v.w[gi][i];
+          T.dw[r][c / 16] = v.d[gi];  // every word of a 16-column slot carries the same scale
+          if constexpr (kMin) T.mw4[r][c / 4] = i == 0 ? v.m[gi] : 0.f;
+        }
+    }
+    // ---- x: int8 rows of the tokens, 16 bytes a chunk; past the end zeros (scale 0) ----
+    for (int t = threadIdx.x; t < kToksT * (kKc / 16); t += kThreads) {
+      const int tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
+      int4 v = make_int4(0, 0, 0, 0);
+      if (tok0 + tk < n_tok && c0 + c < n_cols)  // n_cols is a multiple of 32: whole chunks
+        v = *reinterpret_cast<const int4*>(a.q + (tok0 + tk) * n_cols + c0 + c);
+      *reinterpret_cast<int4*>(&T.x[tk][c]) = v;
+    }
+    for (int t = threadIdx.x; t < kToksT * kSl; t += kThreads) {
+      const int tk = t / kSl, s = t % kSl;
+      const int64_t b = c0 / 32 + s;
+      const bool in = tok0 + tk < n_tok && b < n_sub;
+      T.dx[tk][s] = in ? a.d[(tok0 + tk) * n_sub + b] : 0.f;
+      if constexpr (kMin) T.sx[tk][s] = in ? a.s[(tok0 + tk) * n_sub + b] : 0.f;
+    }
+    __syncthreads();
+    if constexpr (kMin) {  // the words' min terms per 32 columns, in word order
+      for (int t = threadIdx.x; t < kRowsT * kSl; t += kThreads) {
+        const int r = t / kSl, s = t % kSl;
+        float m = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m += T.mw4[r][8 * s + j];
+        T.mw[r][s] = m;
+      }
+      __syncthreads();
+    }
+#pragma unroll 2
+    for (int s = 0; s < kSl; ++s) {
+      const int kk = 32 * s;
+      uint32_t af[2][4], bf[4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) attn::ldmatrix_x4(af[mt], &T.w[32 * wr + 16 * mt + 8 * (mi & 1) + ri][kk + 16 * (mi >> 1)]);
+      attn::ldmatrix_x4(bf, &T.x[16 * wt + 8 * (mi >> 1) + ri][kk + 16 * (mi & 1)]);
+      float sxv[2][2], dxv[2][2];  // [n-tile][token 2 tig + j]
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int tk = 16 * wt + 8 * nt + 2 * tig + j;
+          dxv[nt][j] = T.dx[tk][s];
+          sxv[nt][j] = kMin ? T.sx[tk][s] : 0.f;
+        }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        float dw0[2], dw1[2], mwv[2];  // rows g, g + 8 of the m-tile
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 32 * wr + 16 * mt + g + 8 * h;
+          dw0[h] = T.dw[r][2 * s];
+          dw1[h] = k16 ? T.dw[r][2 * s + 1] : 0.f;
+          mwv[h] = kMin ? T.mw[r][s] : 0.f;
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          int c0i[4] = {0, 0, 0, 0}, c1i[4] = {0, 0, 0, 0};
+          if constexpr (k16) {
+            mma_s8_k16(c0i, af[mt][0], af[mt][1], bf[2 * nt]);
+            mma_s8_k16(c1i, af[mt][2], af[mt][3], bf[2 * nt + 1]);
+          } else {
+            mma_s8_k32(c0i, af[mt], bf[2 * nt], bf[2 * nt + 1]);
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {  // fragment e: row g + 8 (e / 2), token 2 tig + e % 2
+            const int h = e >> 1, j = e & 1;
+            float v = i2f_small(c0i[e]) * dw0[h];
+            if constexpr (k16) v += i2f_small(c1i[e]) * dw1[h];
+            acc[mt][nt][e] = fmaf(v, dxv[nt][j], acc[mt][nt][e]);
+            if constexpr (kMin) acc[mt][nt][e] = fmaf(mwv[h], sxv[nt][j], acc[mt][nt][e]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  // C: lane holds rows g and g + 8 of each m-tile, tokens 2 tig and 2 tig + 1 of each n-tile.
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t row = row0 + 32 * wr + 16 * mt + g + 8 * (e >> 1);
+        const int64_t tok = tok0 + 16 * wt + 8 * nt + 2 * tig + (e & 1);
+        if (row < n_rows && tok < n_tok) y[tok * n_rows + row] = bias ? acc[mt][nt][e] + bias[row] : acc[mt][nt][e];
+      }
+}
+
+template <typename Block, int QK>
+void launch(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream) {
+  auto* kernel = matmul_q8mma_kernel<Block, QK>;
+  constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin>);
+  static bool raised[64] = {};  // the dynamic shared memory above the default 48 KB, once per kernel and device
+  int device = 0;
+  GAACRT_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= 64 || !raised[device]) {
+    GAACRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (device >= 0 && device < 64) raised[device] = true;
+  }
+  const dim3 grid((unsigned)((w.n_rows + kRowsT - 1) / kRowsT), (unsigned)((a.n_tok + kToksT - 1) / kToksT));
+  launch_kernel(kernel, grid, kThreads, smem, stream, static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows,
+                w.n_cols, a, y, bias);
+}
+
+}  // namespace
+
+bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
+                  cudaStream_t stream) {
+  if (w.n_cols % 32 != 0 || n_tok > 65535LL * kToksT || !matvec_q8_supported(w.type)) return false;
+  check_q8_alignment(w, "matmul_q8mma");
+  const Q8Act a = quantize_q8(x, n_tok, w.n_cols, scratch, stream);
+  return dispatch_block_type(w.type, [&](auto bt) {
+    using BT = decltype(bt);
+    launch<typename BT::block, BT::qk>(w, a, y, bias, stream);
+  });
+}
+
+}  // namespace gaacrt::cuda

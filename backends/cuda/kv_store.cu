@@ -3,8 +3,9 @@
 //
 // kv_store reads the slot of each token (table + position) from device memory, so a decode
 // step's launch does not depend on host-side positions. kv_finalize runs the portable GAAC
-// encoder (codec/gaac/gaac_format.h gaac_encode_tile) with one thread per tile: the same code
-// as the CPU, so a slot is byte-identical whichever backend wrote it.
+// encoder's lane functions (codec/gaac/gaac_format.h gaac_encode_lane_*) with one warp per tile,
+// a thread per encoder lane: the code gaac_encode_tile runs lane after lane on the CPU, so a slot
+// is byte-identical whichever backend wrote it.
 #include "codec/gaac/gaac_format.h"
 #include "common/half.h"
 #include "cuda_backend.h"
@@ -40,20 +41,40 @@ __global__ void kv_store_kernel(KVLayerView kv, const KVTokenSlot* __restrict__ 
   }
 }
 
-// One thread per job: the reference encoder, as the CPU runs it.
-__global__ void gaac_finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs, int64_t n_jobs) {
+// One warp per job, lane l doing encoder lane l (gaac_lanes(d) <= 32): the lanes' tags, the
+// warp's escape total (a tile that does not fit is left untouched, as gaac_encode_tile leaves
+// it), each lane's escape offsets by an exclusive scan, then the lanes write.
+constexpr int kFinalizeWarps = 4;
+__global__ void __launch_bounds__(kFinalizeWarps * 32) gaac_finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs,
+                                                                            int64_t n_jobs) {
   pdl_begin();
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n_jobs) return;
+  const int64_t i = (int64_t)blockIdx.x * kFinalizeWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= n_jobs) return;  // warp-uniform
   const GaacKVLayer& st = *static_cast<const GaacKVLayer*>(kv.codec);
   KVFinalizeJob& j = jobs[i];
-  const int32_t d = kv.tile_dim;
+  const int32_t d = kv.tile_dim, nl = gaac_lanes(d);
   const uint16_t* raw = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)j.raw_page * kv.page_bytes);
   const int64_t off = (int64_t)j.head * (j.is_v ? kv.head_dim_v : kv.head_dim_k) + (int64_t)j.half * d;
-  const int32_t r = gaac_encode_tile(raw, d, d, st.bases[j.is_v][0] + off, st.bases[j.is_v][1] + off,
-                                     st.capacity[j.is_v], kv_entry_ptr(kv, j.slot, j.is_v));
-  j.fits = r >= 0;
-  j.escape_bytes = r >= 0 ? r : 0;
+  const uint8_t *b3 = st.bases[j.is_v][0] + off, *b4 = st.bases[j.is_v][1] + off;
+  uint32_t n_x = 0, n_raw = 0, tags = 0;
+  if (lane < nl) tags = gaac_encode_lane_tags(raw, d, d, lane, b3, b4, &n_x, &n_raw);
+  // Inclusive scans of the lanes' X bytes and R records; the last lane holds the totals.
+  uint32_t sx = n_x, sr = n_raw;
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t ax = __shfl_up_sync(0xffffffffu, sx, o), ar = __shfl_up_sync(0xffffffffu, sr, o);
+    if (lane >= o) { sx += ax; sr += ar; }
+  }
+  const uint32_t tx = __shfl_sync(0xffffffffu, sx, 31), tr = __shfl_sync(0xffffffffu, sr, 31);
+  const uint32_t n_esc = tx + 4u * tr;
+  const bool fits = n_esc <= st.capacity[j.is_v];
+  if (fits && lane < nl)
+    gaac_encode_lane_write(raw, d, d, lane, tags, b3, b4, kv_entry_ptr(kv, j.slot, j.is_v), sx - n_x,
+                           tx + 4u * (sr - n_raw));
+  if (lane == 0) {
+    j.fits = fits;
+    j.escape_bytes = fits ? (int32_t)n_esc : 0;
+  }
 }
 
 __global__ void finalize_none_kernel(KVFinalizeJob* jobs, int64_t n_jobs) {
@@ -88,7 +109,9 @@ void CudaBackend::kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_
   } else if (kv.format == KVFormat::GAAC) {
     if (!gaac_tile_dim_ok(kv.tile_dim))
       throw Error("backend", "invalid_argument", strfmt("cuda kv_finalize: GAAC tile dim %d", kv.tile_dim));
-    launch_kernel(gaac_finalize_kernel, grid, 64, 0, stream_, kv, jobs, n_jobs);
+    static_assert(GAAC_MAX_LANES <= 32, "one warp per tile");
+    launch_kernel(gaac_finalize_kernel, (unsigned)((n_jobs + kFinalizeWarps - 1) / kFinalizeWarps),
+                  kFinalizeWarps * 32, 0, stream_, kv, jobs, n_jobs);
   } else if (lossy::is_lossy(kv.format)) {
     lossy::kv_finalize(kv, jobs, n_jobs, stream_);  // kv_finalize_lossy.cu
   } else {

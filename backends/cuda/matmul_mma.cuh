@@ -10,7 +10,7 @@ namespace gaacrt::cuda {
 
 // The kernel of prefill-sized matmuls of quantized weights, GAACRT_CUDA_MMA_MATMUL (read on every
 // call): "q8" int8 tensor cores (matmul_q8mma.cu), "bf16" bf16 hi/lo tensor cores (this file's
-// matmul_mma), "0" matmul.cu's CUDA-core fp32 reference; unset, the default (bf16).
+// matmul_mma), "0" matmul.cu's CUDA-core fp32 reference; unset, the default (q8).
 enum class PrefillMatmul { Reference, Bf16, Q8 };
 PrefillMatmul prefill_matmul();
 // y(n_tok, w.n_rows) = x · wᵀ (+ bias) for a quantized w with n_cols a multiple of 32; returns

@@ -360,6 +360,52 @@ GAACRT_HD GaacCheck gaac_validate(const GAACRT_DEVICE uint8_t* slot, uint32_t av
                             expected_escape);
 }
 
+// The encoder, lane by lane (lane l: column group l % G of tokens 2 (l / G) + {0, 1} + 4i; the
+// layout above). gaac_encode_tile runs the lanes in turn, the CUDA kernel one lane per thread of a
+// warp (backends/cuda/kv_store.cu), so both write the same bytes.
+// Pass 1 of lane l: its 8 tags (2 bits each), and the X bytes (n_x) and R records (n_raw) it needs.
+GAACRT_HD uint32_t gaac_encode_lane_tags(const GAACRT_DEVICE uint16_t* raw, int32_t stride, int32_t d, int32_t l,
+                                         const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4,
+                                         GAACRT_THREAD uint32_t* n_x, GAACRT_THREAD uint32_t* n_raw) {
+  const int32_t G = gaac_group_cols(d), h = l >= G ? 1 : 0, g = l - h * G;
+  const GaacBases16 bw = gaac_bases16(b3 + 8 * g, b4 + 8 * g);
+  uint32_t tags = 0;
+  for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
+    const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
+    const uint32_t tag = gaac_group_tag(gaac_group_load(raw + t * stride + 8 * g), bw);
+    tags |= tag << (2 * j);
+    *n_x += tag != GAAC_TAG_3BIT;
+    *n_raw += tag == GAAC_TAG_RAW;
+  }
+  return tags;
+}
+
+// Pass 2 of lane l: its sign/mantissa bytes, code words and tags, its X bytes at escape offset xo
+// and its R records at ro (the lanes before it take the escapes before).
+GAACRT_HD void gaac_encode_lane_write(const GAACRT_DEVICE uint16_t* raw, int32_t stride, int32_t d, int32_t l,
+                                      uint32_t tags, const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4,
+                                      GAACRT_DEVICE uint8_t* slot, uint32_t xo, uint32_t ro) {
+  const int32_t nl = gaac_lanes(d), G = gaac_group_cols(d), h = l >= G ? 1 : 0, g = l - h * G;
+  const GaacBases16 bw = gaac_bases16(b3 + 8 * g, b4 + 8 * g);
+  GAACRT_DEVICE uint8_t* esc = slot + gaac_fixed_bytes(d);
+  uint32_t w[6] = {0, 0, 0, 0, 0, 0};
+  for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
+    const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
+    const GaacGroupIn in = gaac_group_load(raw + t * stride + 8 * g);
+    const uint32_t tag = (tags >> (2 * j)) & 3u;
+    const GaacU32x2 c = gaac_group_full_codes(in, tag, bw);
+    GAACRT_DEVICE uint8_t* sm = slot + 16u * (uint32_t)((j >> 1) * nl + l) + 8u * (uint32_t)(j & 1);
+    gaac_st32(sm, gaac_pack_bytes(in.sm[0], in.sm[1]));
+    gaac_st32(sm + 4, gaac_pack_bytes(in.sm[2], in.sm[3]));
+    gaac_put_group_codes(w + 3 * (j >> 2), j & 3, c);
+    if (tag != GAAC_TAG_3BIT) esc[xo++] = (uint8_t)gaac_group_x(c);
+    if (tag == GAAC_TAG_RAW) { gaac_st32(esc + ro, gaac_group_r(c)); ro += 4; }
+  }
+  for (int32_t k = 0; k < 6; ++k) gaac_st32(slot + gaac_code_word_offset(d, l, k), w[k]);
+  slot[gaac_tags_offset(d) + 2 * l] = (uint8_t)tags;
+  slot[gaac_tags_offset(d) + 2 * l + 1] = (uint8_t)(tags >> 8);
+}
+
 // Encodes raw BF16 [16][d] (row stride `stride` elements) with bases b3[d], b4[d] into `slot`
 // (fixed + capacity bytes). Returns the escape bytes used, GAAC_DOES_NOT_FIT (nothing written)
 // or GAAC_BAD_TILE_DIM. Escape bytes past the used count are left untouched.
@@ -367,46 +413,20 @@ GAACRT_HD int32_t gaac_encode_tile(const GAACRT_DEVICE uint16_t* raw, int32_t st
                                    const GAACRT_DEVICE uint8_t* b3, const GAACRT_DEVICE uint8_t* b4,
                                    uint32_t capacity, GAACRT_DEVICE uint8_t* slot) {
   if (!gaac_tile_dim_ok(d)) return GAAC_BAD_TILE_DIM;
-  const int32_t nl = gaac_lanes(d), G = gaac_group_cols(d);
+  const int32_t nl = gaac_lanes(d);
   uint32_t tags[GAAC_MAX_LANES];
   uint32_t n_x = 0, n_raw = 0;
   // Pass 1: modes only, so that a tile that does not fit leaves the slot untouched.
-  for (int32_t l = 0; l < nl; ++l) {
-    const int32_t h = l >= G ? 1 : 0, g = l - h * G;
-    const GaacBases16 bw = gaac_bases16(b3 + 8 * g, b4 + 8 * g);
-    tags[l] = 0;
-    for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
-      const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
-      const uint32_t tag = gaac_group_tag(gaac_group_load(raw + t * stride + 8 * g), bw);
-      tags[l] |= tag << (2 * j);
-      n_x += tag != GAAC_TAG_3BIT;
-      n_raw += tag == GAAC_TAG_RAW;
-    }
-  }
+  for (int32_t l = 0; l < nl; ++l) tags[l] = gaac_encode_lane_tags(raw, stride, d, l, b3, b4, &n_x, &n_raw);
   const uint32_t n_esc = n_x + 4u * n_raw;
   if (n_esc > capacity) return GAAC_DOES_NOT_FIT;
-  // Pass 2: sm bytes, code words, tags and escapes.
-  GAACRT_DEVICE uint8_t* esc = slot + gaac_fixed_bytes(d);
+  // Pass 2: sm bytes, code words, tags and escapes: X bytes in lane order, then the R records.
   uint32_t xo = 0, ro = n_x;
   for (int32_t l = 0; l < nl; ++l) {
-    const int32_t h = l >= G ? 1 : 0, g = l - h * G;
-    const GaacBases16 bw = gaac_bases16(b3 + 8 * g, b4 + 8 * g);
-    uint32_t w[6] = {0, 0, 0, 0, 0, 0};
-    for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
-      const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);
-      const GaacGroupIn in = gaac_group_load(raw + t * stride + 8 * g);
-      const uint32_t tag = (tags[l] >> (2 * j)) & 3u;
-      const GaacU32x2 c = gaac_group_full_codes(in, tag, bw);
-      GAACRT_DEVICE uint8_t* sm = slot + 16u * (uint32_t)((j >> 1) * nl + l) + 8u * (uint32_t)(j & 1);
-      gaac_st32(sm, gaac_pack_bytes(in.sm[0], in.sm[1]));
-      gaac_st32(sm + 4, gaac_pack_bytes(in.sm[2], in.sm[3]));
-      gaac_put_group_codes(w + 3 * (j >> 2), j & 3, c);
-      if (tag != GAAC_TAG_3BIT) esc[xo++] = (uint8_t)gaac_group_x(c);
-      if (tag == GAAC_TAG_RAW) { gaac_st32(esc + ro, gaac_group_r(c)); ro += 4; }
-    }
-    for (int32_t k = 0; k < 6; ++k) gaac_st32(slot + gaac_code_word_offset(d, l, k), w[k]);
-    slot[gaac_tags_offset(d) + 2 * l] = (uint8_t)tags[l];
-    slot[gaac_tags_offset(d) + 2 * l + 1] = (uint8_t)(tags[l] >> 8);
+    gaac_encode_lane_write(raw, stride, d, l, tags[l], b3, b4, slot, xo, ro);
+    const GaacTagMasks m = gaac_tag_masks(tags[l]);
+    xo += gaac_popc(m.x);
+    ro += 4u * gaac_popc(m.raw);
   }
   return (int32_t)n_esc;
 }

@@ -53,8 +53,6 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < tol
 
 
-@pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS],
-                         ids=lambda t: t.name)
 PREFILL_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]
 
 

@@ -124,9 +124,9 @@ void launch_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, co
 
 PrefillMatmul prefill_matmul() {
   const char* e = std::getenv("GAACRT_CUDA_MMA_MATMUL");
-  if (!e || !*e) return PrefillMatmul::Q8;
+  if (!e || !*e) return PrefillMatmul::Bf16;
   if (e[0] == '0') return PrefillMatmul::Reference;
-  return e[0] == 'b' ? PrefillMatmul::Bf16 : PrefillMatmul::Q8;
+  return e[0] == 'q' ? PrefillMatmul::Q8 : PrefillMatmul::Bf16;
 }
 
 bool matmul_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream) {

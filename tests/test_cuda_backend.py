@@ -94,6 +94,23 @@ def test_cuda_int8_prefill_matmul_agrees_with_the_decode_path(cuda, cpu, t, n_to
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1.5e-2
 
 
+@pytest.mark.parametrize("t", PREFILL_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n_tok", [9, 70, 130])
+def test_cuda_q16_prefill_matmul_agrees_with_the_cpu(cuda, cpu, t, n_tok, monkeypatch):
+    # GAACRT_CUDA_MMA_MATMUL=q16: the CPU backend's 16-bit activations (quantize_row_q16, the same
+    # bits) split into two bytes for the int8 tensor cores, so the GPU sums the CPU's integers:
+    # the two agree to float rounding, and both are within 16-bit rounding of float64.
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "q16")
+    raw, x, ref = _prefill_case(cpu, t, n_tok, n_rows=133)
+    x[0, :32] *= 1e-3  # a small block next to large ones: its own scale
+    x[1, 32:64] = 0.0  # an all-zero block: scale 0
+    ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
+    y = cuda.matmul(raw, int(t), x)
+    c = cpu.matmul(raw, int(t), x)
+    assert np.linalg.norm(y - c) / np.linalg.norm(c) < 1e-5
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-3
+
+
 @pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K], ids=lambda t: t.name)
 def test_cuda_int8_matvec_agrees_with_the_fp32_path(cuda, cpu, t):
     # 8 tokens take the dp4a path, 9 the fp32 reference path: same weights, same first 8 rows.

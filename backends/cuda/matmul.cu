@@ -2,8 +2,8 @@
 //
 // Decode-sized calls (up to 8 tokens) of quantized weights go to matvec_q8.cu: int8 activations,
 // __dp4a integer dot products. Prefill-sized calls of quantized weights go to the tensor cores
-// (matmul_mma.cu: bf16 hi/lo parts; matmul_q8mma.cu: int8, the decode path's arithmetic; chosen
-// by GAACRT_CUDA_MMA_MATMUL). The rest (float weights, or GAACRT_CUDA_MMA_MATMUL=0) take the
+// (matmul_mma.cu: bf16 hi/lo parts; matmul_q8mma.cu: int8 tensor cores on int8 activations, the
+// decode path's, or on 16-bit ones split in two bytes, the CPU's; chosen by GAACRT_CUDA_MMA_MATMUL). The rest (float weights, or GAACRT_CUDA_MMA_MATMUL=0) take the
 // reference path here: one warp per (row, token), each lane dequantizes whole blocks through the
 // portable dequant_block() and accumulates in fp32, then a warp reduction.
 #include "block_traits.cuh"
@@ -84,8 +84,9 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
     return;
   }
   const PrefillMatmul path = prefill_matmul();  // tensor cores: int8 (matmul_q8mma.cu) or bf16 (matmul_mma.cu)
-  if (path == PrefillMatmul::Q8 && w.n_cols % 32 == 0 && matvec_q8_supported(w.type) &&
-      matmul_q8mma(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_)) {
+  const bool q16 = path == PrefillMatmul::Q16;
+  if ((path == PrefillMatmul::Q8 || q16) && w.n_cols % 32 == 0 && matvec_q8_supported(w.type) &&
+      matmul_q8mma(w, x, n_tok, y, bias, q16, scratch(matmul_q8mma_scratch_bytes(n_tok, w.n_cols, q16)), stream_)) {
     GAACRT_CUDA_CHECK(cudaGetLastError());
     return;
   }

@@ -10,6 +10,13 @@
 // (tests/test_cuda_backend.py checks it), and the precision is the decode path's (and llama.cpp's
 // MMQ): one int8 rounding of x per 32 values.
 //
+// Q16 (kQ16): x quantized as the CPU backend's default activations (backends/cpu/quantize_act.cpp
+// quantize_row_q16, the same bits: q16 = round(x / d), d = amax / 32767), each q16 split into a
+// signed high byte h and an unsigned low byte l (q16 = 256 h + l), two mma per slice (s8 x s8 on
+// h, s8 x u8 on l) and Σ w q16 = 256 Σ w h + Σ w l, exact in int32 (|Σ| < 32 · 128 · 32767 < 2^27):
+// the CPU's integers, at int8 tensor-core speed, without the int8 rounding of x that moved the
+// lossy caches' logits (see matmul_mma.cuh).
+//
 // A thread block computes 64 weight rows x 64 tokens, 256 columns a step: its threads unpack the
 // rows' pieces into an int8 tile with their scales and copy the tokens' int8 values and scales,
 // all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 tokens) run one mma per 32-column
@@ -32,14 +39,25 @@ namespace gaacrt::cuda {
 namespace {
 
 constexpr int kRowsT = 64, kToksT = 64, kKc = 256, kThreads = 256;
+
+// The activations as the kernel reads them, (n_tok, n_cols) each: Q8 int8 values in hi (lo
+// unused); Q16 the high bytes in hi and the low bytes in lo. Per 32 values the scale d and
+// s = d · Σ q.
+struct XAct {
+  const int8_t* hi;
+  const uint8_t* lo;
+  const float *d, *s;
+  int64_t n_tok;
+};
 constexpr int kRowB = kKc + 16;  // bytes per shared row: 16 spare bytes keep ldmatrix conflict-free
 constexpr int kSl = kKc / 32;    // 32-column slices per step
 
-// Shared memory of one thread block (kMin: the types with a min term).
-template <bool kMin>
+// Shared memory of one thread block (kMin: the types with a min term; kQ16: two bytes per x).
+template <bool kMin, bool kQ16>
 struct alignas(16) Tile {
   int8_t w[kRowsT][kRowB];   // weight rows' int8 values of this step's columns
-  int8_t x[kToksT][kRowB];   // tokens' int8 values
+  int8_t x[kToksT][kRowB];   // tokens' int8 values (Q16: their high bytes)
+  uint8_t xl[kQ16 ? kToksT : 1][kRowB];  // Q16: the low bytes
   float dw[kRowsT][kKc / 16];  // weight scale per 16 columns
   float dx[kToksT][kSl];       // x scale per 32 columns
   // min terms: one per piece word (4 columns; a group's first word carries the group's m, so every
@@ -63,14 +81,59 @@ __device__ __forceinline__ void mma_s8_k16(int d[4], uint32_t a0, uint32_t a1, u
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a0), "r"(a1), "r"(b0));
 }
+// The same two with B unsigned (Q16's low bytes).
+__device__ __forceinline__ void mma_s8u8_k32(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_s8u8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
 
 // An int32 of magnitude below 2^22 as a float, exactly: in the mantissa of 1.5 · 2^23 (two full-rate
 // instructions instead of a quarter-rate I2F). |Σ of 32 products| <= 32 · 128 · 128 = 2^19.
 __device__ __forceinline__ float i2f_small(int v) { return __int_as_float(v + 0x4B400000) - 12582912.f; }
 
-template <typename Block, int QK>
+// One slice's integer sum as a float: Q8 its only part; Q16 256 h + l rounded once (both parts
+// below 2^22: |Σ w l| <= 32 · 128 · 255), as the CPU converts its exact int32.
+template <bool kQ16>
+__device__ __forceinline__ float slice_sum(int ch, int cl) {
+  if constexpr (kQ16) return fmaf(i2f_small(ch), 256.f, i2f_small(cl));
+  return i2f_small(ch);
+}
+
+// x(n_tok, n_cols) -> Q16 in two byte planes, one warp per 32 values: quantize_row_q16's
+// arithmetic (amax, d = amax / 32767 from amax >= 1e-30, q = round-half-even(x · (1/d)) clamped to
+// ±32767, s = d · Σq), then h = q >> 8 (floor), l = q & 255.
+__global__ void quantize_q16_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ hi,
+                                    uint8_t* __restrict__ lo, float* __restrict__ xd, float* __restrict__ xs) {
+  pdl_begin();
+  const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (blk >= n_blocks) return;  // warp-uniform
+  const float v = x[blk * 32 + lane];
+  float amax = fabsf(v);
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax >= 1e-30f ? amax / 32767.0f : 0.0f;  // quantize_act.h kQ16MinAmax
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  int q = __float2int_rn(v * id);
+  q = q < -32767 ? -32767 : (q > 32767 ? 32767 : q);
+  hi[blk * 32 + lane] = (int8_t)(q >> 8);
+  lo[blk * 32 + lane] = (uint8_t)(q & 255);
+  int sum = q;
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    xd[blk] = d;
+    xs[blk] = d * (float)sum;
+  }
+}
+
+template <typename Block, int QK, bool kQ16>
 __global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* __restrict__ w, size_t row_stride,
-                                                                int64_t n_rows, int64_t n_cols, Q8Act a,
+                                                                int64_t n_rows, int64_t n_cols, XAct a,
                                                                 float* __restrict__ y, const float* __restrict__ bias) {
   using P = Piece<Block>;
   constexpr bool kMin = P::kMin;
@@ -80,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* _
   static_assert(kKc % QK == 0, "a step holds whole blocks");
   pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
-  Tile<kMin>& T = *reinterpret_cast<Tile<kMin>*>(smem);
+  Tile<kMin, kQ16>& T = *reinterpret_cast<Tile<kMin, kQ16>*>(smem);
   const int64_t row0 = (int64_t)blockIdx.x * kRowsT, tok0 = (int64_t)blockIdx.y * kToksT, n_tok = a.n_tok;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   const int wr = warp & 1, wt = warp >> 1;  // this warp's rows 32 wr.., tokens 16 wt..
@@ -109,10 +172,13 @@ __global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* _
     // ---- x: int8 rows of the tokens, 16 bytes a chunk; past the end zeros (scale 0) ----
     for (int t = threadIdx.x; t < kToksT * (kKc / 16); t += kThreads) {
       const int tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
-      int4 v = make_int4(0, 0, 0, 0);
-      if (tok0 + tk < n_tok && c0 + c < n_cols)  // n_cols is a multiple of 32: whole chunks
-        v = *reinterpret_cast<const int4*>(a.q + (tok0 + tk) * n_cols + c0 + c);
+      int4 v = make_int4(0, 0, 0, 0), vl = make_int4(0, 0, 0, 0);
+      if (tok0 + tk < n_tok && c0 + c < n_cols) {  // n_cols is a multiple of 32: whole chunks
+        v = *reinterpret_cast<const int4*>(a.hi + (tok0 + tk) * n_cols + c0 + c);
+        if constexpr (kQ16) vl = *reinterpret_cast<const int4*>(a.lo + (tok0 + tk) * n_cols + c0 + c);
+      }
       *reinterpret_cast<int4*>(&T.x[tk][c]) = v;
+      if constexpr (kQ16) *reinterpret_cast<int4*>(&T.xl[tk][c]) = vl;
     }
     for (int t = threadIdx.x; t < kToksT * kSl; t += kThreads) {
       const int tk = t / kSl, s = t % kSl;
@@ -135,10 +201,11 @@ __global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* _
 #pragma unroll 2
     for (int s = 0; s < kSl; ++s) {
       const int kk = 32 * s;
-      uint32_t af[2][4], bf[4];
+      uint32_t af[2][4], bf[4], bl[4];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) attn::ldmatrix_x4(af[mt], &T.w[32 * wr + 16 * mt + 8 * (mi & 1) + ri][kk + 16 * (mi >> 1)]);
       attn::ldmatrix_x4(bf, &T.x[16 * wt + 8 * (mi >> 1) + ri][kk + 16 * (mi & 1)]);
+      if constexpr (kQ16) attn::ldmatrix_x4(bl, &T.xl[16 * wt + 8 * (mi >> 1) + ri][kk + 16 * (mi & 1)]);
       float sxv[2][2], dxv[2][2];  // [n-tile][token 2 tig + j]
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -160,18 +227,24 @@ __global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* _
         }
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          int c0i[4] = {0, 0, 0, 0}, c1i[4] = {0, 0, 0, 0};
+          // c0: columns 0-31 (k16: 0-15, c1: 16-31); l0 / l1: Q16's low-byte parts.
+          int c0i[4] = {0, 0, 0, 0}, c1i[4] = {0, 0, 0, 0}, l0i[4] = {0, 0, 0, 0}, l1i[4] = {0, 0, 0, 0};
           if constexpr (k16) {
             mma_s8_k16(c0i, af[mt][0], af[mt][1], bf[2 * nt]);
             mma_s8_k16(c1i, af[mt][2], af[mt][3], bf[2 * nt + 1]);
+            if constexpr (kQ16) {
+              mma_s8u8_k16(l0i, af[mt][0], af[mt][1], bl[2 * nt]);
+              mma_s8u8_k16(l1i, af[mt][2], af[mt][3], bl[2 * nt + 1]);
+            }
           } else {
             mma_s8_k32(c0i, af[mt], bf[2 * nt], bf[2 * nt + 1]);
+            if constexpr (kQ16) mma_s8u8_k32(l0i, af[mt], bl[2 * nt], bl[2 * nt + 1]);
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {  // fragment e: row g + 8 (e / 2), token 2 tig + e % 2
             const int h = e >> 1, j = e & 1;
-            float v = i2f_small(c0i[e]) * dw0[h];
-            if constexpr (k16) v += i2f_small(c1i[e]) * dw1[h];
+            float v = slice_sum<kQ16>(c0i[e], l0i[e]) * dw0[h];
+            if constexpr (k16) v += slice_sum<kQ16>(c1i[e], l1i[e]) * dw1[h];
             acc[mt][nt][e] = fmaf(v, dxv[nt][j], acc[mt][nt][e]);
             if constexpr (kMin) acc[mt][nt][e] = fmaf(mwv[h], sxv[nt][j], acc[mt][nt][e]);
           }
@@ -193,10 +266,10 @@ __global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* _
       }
 }
 
-template <typename Block, int QK>
-void launch(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream) {
-  auto* kernel = matmul_q8mma_kernel<Block, QK>;
-  constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin>);
+template <typename Block, int QK, bool kQ16>
+void launch(const WeightView& w, const XAct& a, float* y, const float* bias, cudaStream_t stream) {
+  auto* kernel = matmul_q8mma_kernel<Block, QK, kQ16>;
+  constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin, kQ16>);
   static bool raised[64] = {};  // the dynamic shared memory above the default 48 KB, once per kernel and device
   int device = 0;
   GAACRT_CUDA_CHECK(cudaGetDevice(&device));
@@ -211,14 +284,33 @@ void launch(const WeightView& w, const Q8Act& a, float* y, const float* bias, cu
 
 }  // namespace
 
-bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
-                  cudaStream_t stream) {
+size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
+  return (size_t)(q16 ? 2 : 1) * n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
+}
+
+bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, bool q16,
+                  void* scratch, cudaStream_t stream) {
   if (w.n_cols % 32 != 0 || n_tok > 65535LL * kToksT || !matvec_q8_supported(w.type)) return false;
   check_q8_alignment(w, "matmul_q8mma");
-  const Q8Act a = quantize_q8(x, n_tok, w.n_cols, scratch, stream);
+  XAct a{};
+  a.n_tok = n_tok;
+  if (q16) {  // scratch: high bytes, low bytes, then d and s (16-byte aligned: n_cols % 32 == 0)
+    auto* hi = static_cast<int8_t*>(scratch);
+    auto* lo = reinterpret_cast<uint8_t*>(hi + n_tok * w.n_cols);
+    auto* d = reinterpret_cast<float*>(lo + n_tok * w.n_cols);
+    const int64_t n_blocks = n_tok * (w.n_cols / 32);
+    launch_kernel(quantize_q16_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream, x, n_blocks,
+                  hi, lo, d, d + n_blocks);
+    GAACRT_CUDA_CHECK(cudaGetLastError());
+    a = XAct{hi, lo, d, d + n_blocks, n_tok};
+  } else {
+    const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream);
+    a = XAct{q.q, nullptr, q.d, q.s, n_tok};
+  }
   return dispatch_block_type(w.type, [&](auto bt) {
     using BT = decltype(bt);
-    launch<typename BT::block, BT::qk>(w, a, y, bias, stream);
+    if (q16) launch<typename BT::block, BT::qk, true>(w, a, y, bias, stream);
+    else launch<typename BT::block, BT::qk, false>(w, a, y, bias, stream);
   });
 }
 

@@ -5,12 +5,19 @@
 #   bash bench/gpu_check_visit.sh                 # all stages
 #   STAGES="build tests profile e2e" bash bench/gpu_check_visit.sh
 #
-# Stages: build (pip install --no-build-isolation, ~40 s), tests (tests/test_cuda_*.py and
-# tests/test_bench_hooks.py), profile (bench/cuda_kernel_profile.py on the Llama-3.1-8B-shaped
-# Q4_0 model of bench/gen_8b.py, depth 0), e2e (bench/cuda_e2e.py: pp512 and tg128 at depth 0;
-# E2E_ARGS adds arguments), small (bench/cuda_decode.py, SmolLM2's shape), ncu (Nsight Compute on
-# NCU_COUNT launches of the kernels matching NCU_REGEX after NCU_SKIP of them, two decode tokens
-# with PDL off; not in the default stages). Output also goes to $OUT/visit.log.
+# Stages:
+#   build    pip install --no-build-isolation (~60 s)
+#   tests    tests/test_cuda_*.py, test_fused_ops.py, test_bench_hooks.py (~10 s); TEST_PREFILL=q16
+#            runs them with that prefill matmul (GAACRT_CUDA_MMA_MATMUL) as the default
+#   profile  bench/cuda_kernel_profile.py, decode at depth 0, on bench/gen_8b.py's Llama-3.1-8B
+#            shape in Q4_0, PDL off
+#   e2e      bench/cuda_e2e.py: pp512 and tg128 at depth 0 (E2E_ARGS adds arguments)
+#   small    bench/cuda_decode.py, SmolLM2's shape
+#   prefill  pp512 with each prefill matmul (bf16, q8, q16) and the kernels of one 512-token
+#            prefill, PDL off (not a default stage)
+#   ncu      Nsight Compute on NCU_COUNT launches of the kernels matching NCU_REGEX after NCU_SKIP
+#            of them, two decode tokens, PDL off (not a default stage)
+# Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
 # shellcheck source=bench/visit_common.sh
@@ -27,10 +34,10 @@ if has build; then
 fi
 if has tests; then
   stage "CUDA tests"
-  timeout 420 "$PY" -m pytest -q -p no:cacheprovider -x tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
+  GAACRT_CUDA_MMA_MATMUL=${TEST_PREFILL:-} timeout 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
     tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu; then
+if has profile || has e2e || has ncu || has prefill; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -46,6 +53,15 @@ fi
 if has small; then
   stage "SmolLM2 shape decode"
   timeout 200 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -12
+fi
+if has prefill; then
+  for P in bf16 q8 q16; do
+    stage "prefill matmul $P: pp512"
+    GAACRT_CUDA_MMA_MATMUL=$P timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --kv-budget-gib 0 \
+      --n-gen 8 2>&1 | grep -E "^pp512"
+    GAACRT_CUDA_MMA_MATMUL=$P GAACRT_CUDA_PDL=0 timeout 120 "$PY" bench/cuda_kernel_profile.py "$MODEL" --prefill 512 \
+      2>&1 | grep -E "^model|^\| \`" | head -6
+  done
 fi
 if has ncu; then
   stage "ncu: ${NCU_REGEX:=matvec_q8|norm_quant}, skip ${NCU_SKIP:=200}, count ${NCU_COUNT:=7}"

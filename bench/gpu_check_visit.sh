@@ -55,12 +55,15 @@ if has small; then
   timeout 200 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -12
 fi
 if has prefill; then
-  for P in bf16 q8 q16; do
-    stage "prefill matmul $P: pp512"
-    GAACRT_CUDA_MMA_MATMUL=$P timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --kv-budget-gib 0 \
-      --n-gen 8 2>&1 | grep -E "^pp512"
-    GAACRT_CUDA_MMA_MATMUL=$P GAACRT_CUDA_PDL=0 timeout 120 "$PY" bench/cuda_kernel_profile.py "$MODEL" --prefill 512 \
-      2>&1 | grep -E "^model|^\| \`" | head -6
+  # q8/0: the int8 kernel without its one-step-ahead loads (GAACRT_CUDA_MMA_PREFETCH=0).
+  for P in bf16 q8 q16 q8/0; do
+    M=${P%/*} F=1
+    [ "$P" != "$M" ] && F=0
+    stage "prefill matmul $M, prefetch $F: pp512"
+    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_MMA_PREFETCH=$F timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 \
+      --depths 0 --kv-budget-gib 0 --n-gen 8 2>&1 | grep -E "^pp512"
+    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_MMA_PREFETCH=$F GAACRT_CUDA_PDL=0 timeout 120 "$PY" \
+      bench/cuda_kernel_profile.py "$MODEL" --prefill 512 2>&1 | grep -E "^model|^\| \`" | head -6
   done
 fi
 if has ncu; then

@@ -20,7 +20,8 @@
 // A thread block computes 64 weight rows x 64 tokens, 256 columns a step: its threads unpack the
 // rows' pieces into an int8 tile with their scales and copy the tokens' int8 values and scales,
 // all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 tokens) run one mma per 32-column
-// slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results.
+// slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results,
+// while the next step's global loads are in flight (held in registers until the tile is free).
 // The weights' fp16 scale products stay in fp32, so the slow part is the conversion of each
 // 32-column integer result (an add and a subtract with the 2^23 magic instead of I2F).
 #include "matmul_q8mma.cuh"
@@ -132,9 +133,10 @@ __global__ void quantize_q16_kernel(const float* __restrict__ x, int64_t n_block
 }
 
 template <typename Block, int QK, bool kQ16>
-__global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* __restrict__ w, size_t row_stride,
+__global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t* __restrict__ w, size_t row_stride,
                                                                 int64_t n_rows, int64_t n_cols, XAct a,
-                                                                float* __restrict__ y, const float* __restrict__ bias) {
+                                                                float* __restrict__ y, const float* __restrict__ bias,
+                                                                bool prefetch) {
   using P = Piece<Block>;
   constexpr bool kMin = P::kMin;
   // Q6_K's scale changes every 16 columns: two k16 mma per slice instead of one k32.
@@ -151,53 +153,89 @@ __global__ void __launch_bounds__(kThreads) matmul_q8mma_kernel(const uint8_t* _
   const int64_t n_blocks = n_cols / QK, n_sub = n_cols / 32;
   float acc[2][2][4] = {};  // [m-tile of 16 rows][n-tile of 8 tokens][fragment]
 
-  for (int64_t c0 = 0; c0 < n_cols; c0 += kKc) {
-    // ---- weights: (row, block, piece) tasks; past the matrix a zero piece (scale 0, min 0) ----
-    for (int t = threadIdx.x; t < kRowsT * kBpc * L; t += kThreads) {
-      const int r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
+  // Each step's global loads go to registers one step ahead: issued before the previous step's
+  // mma, they arrive while it computes (one block's loads waited out one round trip per step).
+  constexpr int kWT = kRowsT * kBpc * L / kThreads;  // weight pieces a thread loads per step
+  constexpr int kXT = kToksT * (kKc / 16) / kThreads;  // 16-byte chunks of x
+  constexpr int kST = kToksT * kSl / kThreads;         // x scales
+  static_assert(kWT * kThreads == kRowsT * kBpc * L && kXT * kThreads == kToksT * (kKc / 16) &&
+                kST * kThreads == kToksT * kSl, "whole tasks per thread");
+  typename P::Raw w_next[kWT];
+  int4 xh_next[kXT], xl_next[kXT];
+  float xd_next[kST], xs_next[kST];
+  // Task i of this thread: weight piece t = threadIdx.x + i * kThreads is (row r, block bi, piece k).
+  auto load_step = [&](int64_t c0) {
+#pragma unroll
+    for (int i = 0; i < kWT; ++i) {  // past the matrix a zero piece (scale 0, min 0)
+      const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
       const int64_t row = row0 + r, b = c0 / QK + bi;
-      typename P::Raw raw{};
-      if (row < n_rows && b < n_blocks) raw = P::load(w + row * row_stride + b * sizeof(Block), k);
-      const PieceVals<P::G, P::W> v = P::unpack(raw, k);
+      w_next[i] = typename P::Raw{};
+      if (row < n_rows && b < n_blocks) w_next[i] = P::load(w + row * row_stride + b * sizeof(Block), k);
+    }
+#pragma unroll
+    for (int i = 0; i < kXT; ++i) {  // past the end zeros (scale 0)
+      const int t = threadIdx.x + i * kThreads, tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
+      xh_next[i] = xl_next[i] = make_int4(0, 0, 0, 0);
+      if (tok0 + tk < n_tok && c0 + c < n_cols) {  // n_cols is a multiple of 32: whole chunks
+        xh_next[i] = *reinterpret_cast<const int4*>(a.hi + (tok0 + tk) * n_cols + c0 + c);
+        if constexpr (kQ16) xl_next[i] = *reinterpret_cast<const int4*>(a.lo + (tok0 + tk) * n_cols + c0 + c);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kST; ++i) {
+      const int t = threadIdx.x + i * kThreads, tk = t / kSl, sl = t % kSl;
+      const int64_t b = c0 / 32 + sl;
+      const bool in = tok0 + tk < n_tok && b < n_sub;
+      xd_next[i] = in ? a.d[(tok0 + tk) * n_sub + b] : 0.f;
+      xs_next[i] = kMin && in ? a.s[(tok0 + tk) * n_sub + b] : 0.f;
+    }
+  };
+  auto store_step = [&] {
+#pragma unroll
+    for (int i = 0; i < kWT; ++i) {
+      const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
+      const PieceVals<P::G, P::W> v = P::unpack(w_next[i], k);
 #pragma unroll
       for (int gi = 0; gi < P::G; ++gi)
 #pragma unroll
-        for (int i = 0; i < P::W; ++i) {
-          const int c = bi * QK + v.col[gi] + P::off(i);
-          *reinterpret_cast<uint32_t*>(&T.w[r][c]) = v.w[gi][i];
+        for (int j = 0; j < P::W; ++j) {
+          const int c = bi * QK + v.col[gi] + P::off(j);
+          *reinterpret_cast<uint32_t*>(&T.w[r][c]) = v.w[gi][j];
           T.dw[r][c / 16] = v.d[gi];  // every word of a 16-column slot carries the same scale
-          if constexpr (kMin) T.mw4[r][c / 4] = i == 0 ? v.m[gi] : 0.f;
+          if constexpr (kMin) T.mw4[r][c / 4] = j == 0 ? v.m[gi] : 0.f;
         }
     }
-    // ---- x: int8 rows of the tokens, 16 bytes a chunk; past the end zeros (scale 0) ----
-    for (int t = threadIdx.x; t < kToksT * (kKc / 16); t += kThreads) {
-      const int tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
-      int4 v = make_int4(0, 0, 0, 0), vl = make_int4(0, 0, 0, 0);
-      if (tok0 + tk < n_tok && c0 + c < n_cols) {  // n_cols is a multiple of 32: whole chunks
-        v = *reinterpret_cast<const int4*>(a.hi + (tok0 + tk) * n_cols + c0 + c);
-        if constexpr (kQ16) vl = *reinterpret_cast<const int4*>(a.lo + (tok0 + tk) * n_cols + c0 + c);
-      }
-      *reinterpret_cast<int4*>(&T.x[tk][c]) = v;
-      if constexpr (kQ16) *reinterpret_cast<int4*>(&T.xl[tk][c]) = vl;
+#pragma unroll
+    for (int i = 0; i < kXT; ++i) {
+      const int t = threadIdx.x + i * kThreads, tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
+      *reinterpret_cast<int4*>(&T.x[tk][c]) = xh_next[i];
+      if constexpr (kQ16) *reinterpret_cast<int4*>(&T.xl[tk][c]) = xl_next[i];
     }
-    for (int t = threadIdx.x; t < kToksT * kSl; t += kThreads) {
-      const int tk = t / kSl, s = t % kSl;
-      const int64_t b = c0 / 32 + s;
-      const bool in = tok0 + tk < n_tok && b < n_sub;
-      T.dx[tk][s] = in ? a.d[(tok0 + tk) * n_sub + b] : 0.f;
-      if constexpr (kMin) T.sx[tk][s] = in ? a.s[(tok0 + tk) * n_sub + b] : 0.f;
+#pragma unroll
+    for (int i = 0; i < kST; ++i) {
+      const int t = threadIdx.x + i * kThreads, tk = t / kSl, sl = t % kSl;
+      T.dx[tk][sl] = xd_next[i];
+      if constexpr (kMin) T.sx[tk][sl] = xs_next[i];
     }
+  };
+
+  // prefetch = false (GAACRT_CUDA_MMA_PREFETCH=0): each step loads its own tiles, for measuring.
+  if (prefetch) load_step(0);
+  for (int64_t c0 = 0; c0 < n_cols; c0 += kKc) {
+    if (!prefetch) load_step(c0);
+    store_step();
     __syncthreads();
     if constexpr (kMin) {  // the words' min terms per 32 columns, in word order
       for (int t = threadIdx.x; t < kRowsT * kSl; t += kThreads) {
-        const int r = t / kSl, s = t % kSl;
+        const int r = t / kSl, sl = t % kSl;
         float m = 0.f;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) m += T.mw4[r][8 * s + j];
-        T.mw[r][s] = m;
+        for (int j = 0; j < 8; ++j) m += T.mw4[r][8 * sl + j];
+        T.mw[r][sl] = m;
       }
       __syncthreads();
     }
+    if (prefetch && c0 + kKc < n_cols) load_step(c0 + kKc);
 #pragma unroll 2
     for (int s = 0; s < kSl; ++s) {
       const int kk = 32 * s;
@@ -278,8 +316,10 @@ void launch(const WeightView& w, const XAct& a, float* y, const float* bias, cud
     if (device >= 0 && device < 64) raised[device] = true;
   }
   const dim3 grid((unsigned)((w.n_rows + kRowsT - 1) / kRowsT), (unsigned)((a.n_tok + kToksT - 1) / kToksT));
+  const char* e = std::getenv("GAACRT_CUDA_MMA_PREFETCH");  // read on every call, as the path choice
+  const bool prefetch = !(e && e[0] == '0');
   launch_kernel(kernel, grid, kThreads, smem, stream, static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows,
-                w.n_cols, a, y, bias);
+                w.n_cols, a, y, bias, prefetch);
 }
 
 }  // namespace

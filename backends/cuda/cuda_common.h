@@ -62,6 +62,18 @@ inline void launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   GAACRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
+// Lets Kernel use `bytes` of dynamic shared memory (above the default 48 KB takes an opt-in),
+// once per device: a kernel whose need is fixed.
+template <auto Kernel>
+inline void allow_dynamic_smem(size_t bytes) {
+  static bool raised[64] = {};
+  int device = 0;
+  GAACRT_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 0 && device < 64 && raised[device]) return;
+  GAACRT_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  if (device >= 0 && device < 64) raised[device] = true;
+}
+
 __device__ __forceinline__ float warp_sum_f32(float v) {
   for (int o = kWarpSize / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -108,14 +108,8 @@ __global__ void __launch_bounds__(kThreads) matmul_mma_kernel(const uint8_t* __r
 
 template <typename Block, int QK>
 void launch_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream) {
-  auto* kernel = matmul_mma_kernel<Block, QK>;
-  static bool raised[64] = {};  // the dynamic shared memory above the default 48 KB, once per kernel and device
-  int device = 0;
-  GAACRT_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= 64 || !raised[device]) {
-    GAACRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes));
-    if (device >= 0 && device < 64) raised[device] = true;
-  }
+  constexpr auto kernel = matmul_mma_kernel<Block, QK>;
+  allow_dynamic_smem<kernel>(kSmemBytes);
   const dim3 grid((unsigned)((w.n_rows + kRowsT - 1) / kRowsT), (unsigned)((n_tok + kToksT - 1) / kToksT));
   launch_kernel(kernel, grid, kThreads, kSmemBytes, stream, static_cast<const uint8_t*>(w.data), w.row_stride,
                 w.n_rows, w.n_cols, x, n_tok, y, bias);

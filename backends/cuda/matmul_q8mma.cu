@@ -306,15 +306,9 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
 
 template <typename Block, int QK, bool kQ16>
 void launch(const WeightView& w, const XAct& a, float* y, const float* bias, cudaStream_t stream) {
-  auto* kernel = matmul_q8mma_kernel<Block, QK, kQ16>;
+  constexpr auto kernel = matmul_q8mma_kernel<Block, QK, kQ16>;
   constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin, kQ16>);
-  static bool raised[64] = {};  // the dynamic shared memory above the default 48 KB, once per kernel and device
-  int device = 0;
-  GAACRT_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= 64 || !raised[device]) {
-    GAACRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    if (device >= 0 && device < 64) raised[device] = true;
-  }
+  allow_dynamic_smem<kernel>(smem);
   const dim3 grid((unsigned)((w.n_rows + kRowsT - 1) / kRowsT), (unsigned)((a.n_tok + kToksT - 1) / kToksT));
   const char* e = std::getenv("GAACRT_CUDA_MMA_PREFETCH");  // read on every call, as the path choice
   const bool prefetch = !(e && e[0] == '0');

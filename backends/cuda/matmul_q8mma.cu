@@ -22,8 +22,9 @@
 // all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 tokens) run one mma per 32-column
 // slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results,
 // while the next step's global loads are in flight (held in registers until the tile is free).
-// The weights' fp16 scale products stay in fp32, so the slow part is the conversion of each
-// 32-column integer result (an add and a subtract with the 2^23 magic instead of I2F).
+// Every 32-column integer result is converted (an add and a subtract with the 2^23 magic instead
+// of a quarter-rate I2F) and scaled in fp32. Measured on the H200 before the one-step-ahead loads:
+// 333 µs per 8B-shape matmul at 512 tokens, about 100 int8 TOPS (bench/results/cuda_h200.md).
 #include "matmul_q8mma.cuh"
 
 #include <cstdlib>

@@ -56,11 +56,12 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
 PREFILL_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]
 
 
-def _prefill_case(cpu, t, n_tok, n_rows=101):
+def _prefill_case(cpu, t, n_tok, n_rows=101, blocks=(3, 7)):
     # 101 rows and 130 tokens leave partial tiles; 7 blocks of 32 columns a partial column step.
+    # blocks: (K-quant super-blocks, 32-value blocks) per row.
     rng = np.random.default_rng(11 * int(t) + n_tok)
     bs = gguf.GGML_QUANT_SIZES[t][0]
-    raw = random_rows(t, n_rows, bs * (3 if bs == 256 else 7), rng)
+    raw = random_rows(t, n_rows, bs * (blocks[0] if bs == 256 else blocks[1]), rng)
     x = rng.standard_normal((n_tok, raw.shape[1] // gguf.GGML_QUANT_SIZES[t][1] * bs)).astype(np.float32)
     ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
     return raw, x, ref
@@ -81,18 +82,19 @@ def test_cuda_prefill_matmul_matches_float64(cuda, cpu, t, n_tok, path, monkeypa
 
 @pytest.mark.parametrize("t", PREFILL_TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("n_tok", [9, 70, 130])
-@pytest.mark.parametrize("act", ["q8", "q16", "q8-no-prefetch"])
+@pytest.mark.parametrize("act", ["q8", "q16", "q8-no-prefetch", "q16-no-prefetch"])
 def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, t, n_tok, act, monkeypatch):
     # The int8 tensor-core paths (matmul_q8mma.cu, GAACRT_CUDA_MMA_MATMUL=q8 / q16) sum exactly the
     # integers of a reference, so they match it to float rounding: q8 the decode matvec (the same
     # int8 x; run 8 tokens at a time), q16 the CPU backend's matmul (its 16-bit activations, the
     # same bits, split into two bytes on the GPU). Against float64: the rounding of x. 133 rows
-    # leave a partial 64-row tile; a small block beside large ones gets its own scale, an all-zero
-    # block scale 0. q8-no-prefetch: the kernel with each step loading its own tiles.
+    # leave a partial 64-row tile, 23 blocks of 32 two full 256-column steps and a partial one (5
+    # super-blocks: five steps), so the one-step-ahead loads run; a small block beside large ones
+    # gets its own scale, an all-zero block scale 0. *-no-prefetch: each step loads its own tiles.
     monkeypatch.setenv("GAACRT_CUDA_MMA_PREFETCH", "0" if act.endswith("no-prefetch") else "1")
     act = act.split("-")[0]
     monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", act)
-    raw, x, _ = _prefill_case(cpu, t, n_tok, n_rows=133)
+    raw, x, _ = _prefill_case(cpu, t, n_tok, n_rows=133, blocks=(5, 23))
     x[0, :32] *= 1e-3
     x[1, 32:64] = 0.0
     ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T

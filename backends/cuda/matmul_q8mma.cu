@@ -21,7 +21,7 @@
 // rows' pieces into an int8 tile with their scales and copy the tokens' int8 values and scales,
 // all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 tokens) run one mma per 32-column
 // slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results,
-// while the next step's global loads are in flight (held in registers until the tile is free).
+// while the next step's weight loads are in flight (held in registers until the tile is free).
 // Every 32-column integer result is converted (an add and a subtract with the 2^23 magic instead
 // of a quarter-rate I2F) and scaled in fp32. Measured on the H200 before the one-step-ahead loads:
 // 333 µs per 8B-shape matmul at 512 tokens, about 100 int8 TOPS (bench/results/cuda_h200.md).
@@ -154,18 +154,17 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
   const int64_t n_blocks = n_cols / QK, n_sub = n_cols / 32;
   float acc[2][2][4] = {};  // [m-tile of 16 rows][n-tile of 8 tokens][fragment]
 
-  // Each step's global loads go to registers one step ahead: issued before the previous step's
-  // mma, they arrive while it computes (one block's loads waited out one round trip per step).
+  // Each step's weight loads (the DRAM stream) go to registers one step ahead: issued before the
+  // previous step's mma, they arrive while it computes. x, read by every row block and so mostly
+  // from L2, is copied when its step begins (holding it a step ahead too spilled registers).
   constexpr int kWT = kRowsT * kBpc * L / kThreads;  // weight pieces a thread loads per step
   constexpr int kXT = kToksT * (kKc / 16) / kThreads;  // 16-byte chunks of x
   constexpr int kST = kToksT * kSl / kThreads;         // x scales
   static_assert(kWT * kThreads == kRowsT * kBpc * L && kXT * kThreads == kToksT * (kKc / 16) &&
                 kST * kThreads == kToksT * kSl, "whole tasks per thread");
   typename P::Raw w_next[kWT];
-  int4 xh_next[kXT], xl_next[kXT];
-  float xd_next[kST], xs_next[kST];
   // Task i of this thread: weight piece t = threadIdx.x + i * kThreads is (row r, block bi, piece k).
-  auto load_step = [&](int64_t c0) {
+  auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int i = 0; i < kWT; ++i) {  // past the matrix a zero piece (scale 0, min 0)
       const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
@@ -173,25 +172,8 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
       w_next[i] = typename P::Raw{};
       if (row < n_rows && b < n_blocks) w_next[i] = P::load(w + row * row_stride + b * sizeof(Block), k);
     }
-#pragma unroll
-    for (int i = 0; i < kXT; ++i) {  // past the end zeros (scale 0)
-      const int t = threadIdx.x + i * kThreads, tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
-      xh_next[i] = xl_next[i] = make_int4(0, 0, 0, 0);
-      if (tok0 + tk < n_tok && c0 + c < n_cols) {  // n_cols is a multiple of 32: whole chunks
-        xh_next[i] = *reinterpret_cast<const int4*>(a.hi + (tok0 + tk) * n_cols + c0 + c);
-        if constexpr (kQ16) xl_next[i] = *reinterpret_cast<const int4*>(a.lo + (tok0 + tk) * n_cols + c0 + c);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kST; ++i) {
-      const int t = threadIdx.x + i * kThreads, tk = t / kSl, sl = t % kSl;
-      const int64_t b = c0 / 32 + sl;
-      const bool in = tok0 + tk < n_tok && b < n_sub;
-      xd_next[i] = in ? a.d[(tok0 + tk) * n_sub + b] : 0.f;
-      xs_next[i] = kMin && in ? a.s[(tok0 + tk) * n_sub + b] : 0.f;
-    }
   };
-  auto store_step = [&] {
+  auto store_step = [&](int64_t c0) {
 #pragma unroll
     for (int i = 0; i < kWT; ++i) {
       const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
@@ -207,24 +189,31 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
         }
     }
 #pragma unroll
-    for (int i = 0; i < kXT; ++i) {
+    for (int i = 0; i < kXT; ++i) {  // past the end zeros (scale 0)
       const int t = threadIdx.x + i * kThreads, tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
-      *reinterpret_cast<int4*>(&T.x[tk][c]) = xh_next[i];
-      if constexpr (kQ16) *reinterpret_cast<int4*>(&T.xl[tk][c]) = xl_next[i];
+      int4 h = make_int4(0, 0, 0, 0), l = make_int4(0, 0, 0, 0);
+      if (tok0 + tk < n_tok && c0 + c < n_cols) {  // n_cols is a multiple of 32: whole chunks
+        h = *reinterpret_cast<const int4*>(a.hi + (tok0 + tk) * n_cols + c0 + c);
+        if constexpr (kQ16) l = *reinterpret_cast<const int4*>(a.lo + (tok0 + tk) * n_cols + c0 + c);
+      }
+      *reinterpret_cast<int4*>(&T.x[tk][c]) = h;
+      if constexpr (kQ16) *reinterpret_cast<int4*>(&T.xl[tk][c]) = l;
     }
 #pragma unroll
     for (int i = 0; i < kST; ++i) {
       const int t = threadIdx.x + i * kThreads, tk = t / kSl, sl = t % kSl;
-      T.dx[tk][sl] = xd_next[i];
-      if constexpr (kMin) T.sx[tk][sl] = xs_next[i];
+      const int64_t b = c0 / 32 + sl;
+      const bool in = tok0 + tk < n_tok && b < n_sub;
+      T.dx[tk][sl] = in ? a.d[(tok0 + tk) * n_sub + b] : 0.f;
+      if constexpr (kMin) T.sx[tk][sl] = in ? a.s[(tok0 + tk) * n_sub + b] : 0.f;
     }
   };
 
   // prefetch = false (GAACRT_CUDA_MMA_PREFETCH=0): each step loads its own tiles, for measuring.
-  if (prefetch) load_step(0);
+  if (prefetch) load_weights(0);
   for (int64_t c0 = 0; c0 < n_cols; c0 += kKc) {
-    if (!prefetch) load_step(c0);
-    store_step();
+    if (!prefetch) load_weights(c0);
+    store_step(c0);
     __syncthreads();
     if constexpr (kMin) {  // the words' min terms per 32 columns, in word order
       for (int t = threadIdx.x; t < kRowsT * kSl; t += kThreads) {
@@ -236,8 +225,8 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
       }
       __syncthreads();
     }
-    if (prefetch && c0 + kKc < n_cols) load_step(c0 + kKc);
-#pragma unroll 2
+    if (prefetch && c0 + kKc < n_cols) load_weights(c0 + kKc);
+#pragma unroll 1
     for (int s = 0; s < kSl; ++s) {
       const int kk = 32 * s;
       uint32_t af[2][4], bf[4], bl[4];

@@ -13,7 +13,7 @@
 #include "matmul_mma.cuh"
 
 #include <cstdlib>
-#include <string>
+#include <cstring>
 
 #include "block_traits.cuh"
 #include "cuda_backend.h"
@@ -121,8 +121,8 @@ PrefillMatmul prefill_matmul() {
   const char* e = std::getenv("GAACRT_CUDA_MMA_MATMUL");
   if (!e || !*e) return PrefillMatmul::Bf16;
   if (e[0] == '0') return PrefillMatmul::Reference;
-  const std::string v = e;
-  return v == "q16" ? PrefillMatmul::Q16 : (v == "q8" ? PrefillMatmul::Q8 : PrefillMatmul::Bf16);
+  if (!std::strcmp(e, "q16")) return PrefillMatmul::Q16;
+  return !std::strcmp(e, "q8") ? PrefillMatmul::Q8 : PrefillMatmul::Bf16;
 }
 
 bool matmul_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream) {

@@ -117,16 +117,14 @@ __global__ void quantize_q16_kernel(const float* __restrict__ x, int64_t n_block
   const int lane = threadIdx.x % kWarpSize;
   if (blk >= n_blocks) return;  // warp-uniform
   const float v = x[blk * 32 + lane];
-  float amax = fabsf(v);
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float amax = warp_max_f32(fabsf(v));
   const float d = amax >= 1e-30f ? amax / 32767.0f : 0.0f;  // quantize_act.h kQ16MinAmax
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   int q = __float2int_rn(v * id);
   q = q < -32767 ? -32767 : (q > 32767 ? 32767 : q);
   hi[blk * 32 + lane] = (int8_t)(q >> 8);
   lo[blk * 32 + lane] = (uint8_t)(q & 255);
-  int sum = q;
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const int sum = warp_sum_i32(q);
   if (lane == 0) {
     xd[blk] = d;
     xs[blk] = d * (float)sum;

@@ -145,13 +145,10 @@ struct WaitForX {
 
 // quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value).
 __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, float* xd, float* xs) {
-  float amax = fabsf(v);
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax / 127.f;
+  const float d = warp_max_f32(fabsf(v)) / 127.f;
   const int q = d > 0.f ? __float2int_rn(v / d) : 0;
   xq[lane] = (int8_t)q;
-  int sum = q;
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const int sum = warp_sum_i32(q);
   if (lane == 0) {
     *xd = d;
     *xs = d * (float)sum;

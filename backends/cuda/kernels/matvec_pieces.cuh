@@ -118,8 +118,10 @@ template <typename B>
 struct Piece;
 
 // ---- 32-value blocks: 2 lanes per block, lane k takes 16 values ------------------------------
-template <>
-struct Piece<block_q4_0> {
+// Q4_0 and IQ4_NL share a byte layout (fp16 d, 16 bytes of nibbles) and differ in what a nibble
+// means: Code maps a word of four nibbles to four int8 values.
+template <typename Code>
+struct PieceNibble32 {
   static constexpr int kLanes = 2, G = 1, W = 4;
   static constexpr bool kMin = false;
   __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
@@ -129,33 +131,24 @@ struct Piece<block_q4_0> {
     return {ld32_a2(b + 2 + 8 * k), ld32_a2(b + 6 + 8 * k), ld16(b)};
   }
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
-    using namespace pieces;
     PieceVals<G, W> v;
-    nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return minus<8>(x); });
+    pieces::nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return Code::map(x); });
     v.col[0] = 8 * k;
-    v.d[0] = h2f(r.d);
+    v.d[0] = pieces::h2f(r.d);
     v.m[0] = 0.f;
     return v;
   }
 };
-
+struct CodeQ4_0 {  // q - 8
+  __device__ static uint32_t map(uint32_t x) { return pieces::minus<8>(x); }
+};
+struct CodeIQ4NL {  // the IQ4_NL code table
+  __device__ static uint32_t map(uint32_t x) { return pieces::lut16(x); }
+};
 template <>
-struct Piece<block_iq4_nl> {
-  static constexpr int kLanes = 2, G = 1, W = 4;
-  static constexpr bool kMin = false;
-  __host__ __device__ static constexpr int off(int i) { return pieces::nibble_off(i); }
-  using Raw = Piece<block_q4_0>::Raw;  // same byte layout
-  __device__ static Raw load(const uint8_t* b, int k) { return Piece<block_q4_0>::load(b, k); }
-  __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
-    using namespace pieces;
-    PieceVals<G, W> v;
-    nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return lut16(x); });
-    v.col[0] = 8 * k;
-    v.d[0] = h2f(r.d);
-    v.m[0] = 0.f;
-    return v;
-  }
-};
+struct Piece<block_q4_0> : PieceNibble32<CodeQ4_0> {};
+template <>
+struct Piece<block_iq4_nl> : PieceNibble32<CodeIQ4NL> {};
 
 template <>
 struct Piece<block_q4_1> {

@@ -13,8 +13,8 @@
 #            shape in Q4_0, PDL off
 #   e2e      bench/cuda_e2e.py: pp512 and tg128 at depth 0 (E2E_ARGS adds arguments)
 #   small    bench/cuda_decode.py, SmolLM2's shape
-#   prefill  pp512 with each prefill matmul (bf16, q8, q16) and the kernels of one 512-token
-#            prefill, PDL off (not a default stage)
+#   prefill  pp512 with each prefill matmul (PREFILL_PATHS, default bf16 q8
+#            q16) and the kernels of one 512-token prefill, PDL off (not a default stage)
 #   ncu      Nsight Compute on NCU_COUNT launches of the kernels matching NCU_REGEX after NCU_SKIP
 #            of them, two decode tokens, PDL off (not a default stage)
 # Output also goes to $OUT/visit.log.
@@ -55,15 +55,12 @@ if has small; then
   timeout 200 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -12
 fi
 if has prefill; then
-  # q8/0: the int8 kernel without its one-step-ahead loads (GAACRT_CUDA_MMA_PREFETCH=0).
-  for P in bf16 q8 q16 q8/0; do
-    M=${P%/*} F=1
-    [ "$P" != "$M" ] && F=0
-    stage "prefill matmul $M, prefetch $F: pp512"
-    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_MMA_PREFETCH=$F timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 \
-      --depths 0 --kv-budget-gib 0 --n-gen 8 2>&1 | grep -E "^pp512"
-    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_MMA_PREFETCH=$F GAACRT_CUDA_PDL=0 timeout 120 "$PY" \
-      bench/cuda_kernel_profile.py "$MODEL" --prefill 512 2>&1 | grep -E "^model|^\| \`" | head -6
+  for M in ${PREFILL_PATHS:-bf16 q8 q16}; do
+    stage "prefill matmul $M: pp512"
+    GAACRT_CUDA_MMA_MATMUL=$M timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --kv-budget-gib 0 \
+      --n-gen 8 2>&1 | grep -E "^pp512"
+    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_PDL=0 timeout 120 "$PY" bench/cuda_kernel_profile.py "$MODEL" --prefill 512 2>&1 |
+      grep -E "^model|^\| \`" | head -7
   done
 fi
 if has ncu; then

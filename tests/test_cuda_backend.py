@@ -82,17 +82,15 @@ def test_cuda_prefill_matmul_matches_float64(cuda, cpu, t, n_tok, path, monkeypa
 
 @pytest.mark.parametrize("t", PREFILL_TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("n_tok", [9, 70, 130])
-@pytest.mark.parametrize("act", ["q8", "q16", "q8-no-prefetch", "q16-no-prefetch"])
+@pytest.mark.parametrize("act", ["q8", "q16"])
 def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, t, n_tok, act, monkeypatch):
     # The int8 tensor-core paths (matmul_q8mma.cu, GAACRT_CUDA_MMA_MATMUL=q8 / q16) sum exactly the
     # integers of a reference, so they match it to float rounding: q8 the decode matvec (the same
     # int8 x; run 8 tokens at a time), q16 the CPU backend's matmul (its 16-bit activations, the
     # same bits, split into two bytes on the GPU). Against float64: the rounding of x. 133 rows
     # leave a partial 64-row tile, 23 blocks of 32 two full 256-column steps and a partial one (5
-    # super-blocks: five steps), so the one-step-ahead loads run; a small block beside large ones
-    # gets its own scale, an all-zero block scale 0. *-no-prefetch: each step loads its own tiles.
-    monkeypatch.setenv("GAACRT_CUDA_MMA_PREFETCH", "0" if act.endswith("no-prefetch") else "1")
-    act = act.split("-")[0]
+    # super-blocks: five steps); a small block beside large ones gets its own scale, an all-zero
+    # block scale 0.
     monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", act)
     raw, x, _ = _prefill_case(cpu, t, n_tok, n_rows=133, blocks=(5, 23))
     x[0, :32] *= 1e-3

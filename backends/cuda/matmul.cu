@@ -1,10 +1,11 @@
 // matmul.cu — y(n_tok, n_rows) = x(n_tok, n_cols) · wᵀ on the GPU.
 //
 // Decode-sized calls (up to 8 tokens) of quantized weights go to matvec_q8.cu: int8 activations,
-// __dp4a integer dot products. Prefill-sized calls of quantized weights go to the tensor cores
-// (matmul_mma.cu: bf16 hi/lo parts; matmul_q8mma.cu: int8 tensor cores on int8 activations, the
-// decode path's, or on 16-bit ones split in two bytes, the CPU's; chosen by GAACRT_CUDA_MMA_MATMUL). The rest (float weights, or GAACRT_CUDA_MMA_MATMUL=0) take the
-// reference path here: one warp per (row, token), each lane dequantizes whole blocks through the
+// __dp4a integer dot products. Prefill-sized calls of quantized weights go to the tensor cores,
+// chosen by GAACRT_CUDA_MMA_MATMUL (matmul_mma.cuh): matmul_q8mma.cu (int8 on the CPU's 16-bit
+// activations, the default, or on 8-bit ones) or matmul_mma.cu (bf16 hi/lo parts, also the path
+// of the types the int8 one does not read). The rest (float weights, or
+// GAACRT_CUDA_MMA_MATMUL=0) take the reference path here: one warp per (row, token), each lane dequantizes whole blocks through the
 // portable dequant_block() and accumulates in fp32, then a warp reduction.
 #include "block_traits.cuh"
 #include "common/half.h"

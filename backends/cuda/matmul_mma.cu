@@ -1,8 +1,8 @@
 // matmul_mma.cu — prefill-sized y(n_tok, n_rows) = x · wᵀ of quantized weights on tensor cores.
 //
-// The prefill path for more than 8 tokens (2,094 tok/s pp512 on the Llama-3.1-8B shape on the
-// H200, 58x matmul.cu's CUDA-core reference kernel; bench/results/cuda_h200.md).
-// GAACRT_CUDA_MMA_MATMUL picks it, the int8 path (matmul_q8mma.cu) or the reference (tests run all).
+// The prefill path of the weight types the int8 kernel (matmul_q8mma.cu, the default) does not
+// read, and GAACRT_CUDA_MMA_MATMUL=bf16 (2,162 tok/s pp512 on the Llama-3.1-8B shape on the H200,
+// 58x matmul.cu's CUDA-core reference kernel; bench/results/cuda_h200.md; tests run all paths).
 //
 // A thread block computes 32 weight rows x 64 tokens, stepping through the columns 256 at a time:
 // its threads dequantize the 32 rows' blocks of those columns with the portable dequant_block()
@@ -119,10 +119,11 @@ void launch_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, co
 
 PrefillMatmul prefill_matmul() {
   const char* e = std::getenv("GAACRT_CUDA_MMA_MATMUL");
-  if (!e || !*e) return PrefillMatmul::Bf16;
-  if (e[0] == '0') return PrefillMatmul::Reference;
-  if (!std::strcmp(e, "q16")) return PrefillMatmul::Q16;
-  return !std::strcmp(e, "q8") ? PrefillMatmul::Q8 : PrefillMatmul::Bf16;
+  if (!e || !*e || !std::strcmp(e, "q16")) return PrefillMatmul::Q16;
+  if (!std::strcmp(e, "0")) return PrefillMatmul::Reference;
+  if (!std::strcmp(e, "q8")) return PrefillMatmul::Q8;
+  if (!std::strcmp(e, "bf16")) return PrefillMatmul::Bf16;
+  throw Error("backend", "invalid_argument", strfmt("GAACRT_CUDA_MMA_MATMUL=%s: expected q16, q8, bf16 or 0", e));
 }
 
 bool matmul_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream) {

@@ -9,13 +9,15 @@
 namespace gaacrt::cuda {
 
 // The kernel of prefill-sized matmuls of quantized weights, GAACRT_CUDA_MMA_MATMUL (read on every
-// call): "q8" / "q16" int8 tensor cores on 8-bit / 16-bit activations (matmul_q8mma.cu), "bf16"
-// bf16 hi/lo tensor cores (this file's matmul_mma), "0" matmul.cu's CUDA-core fp32 reference;
-// unset, the default (bf16). The q8 path is 2.5x faster (pp512, 8B shape, H200: 5,169 vs 2,077
-// tok/s) and passes its op tests, but with it the E8/KIVI2 caches' whole-model logits drift past
-// the 3e-2 the GPU-vs-CPU tests allow (0.069 in tests/test_bench_hooks.py: the CPU quantizes
-// activations to 16 bits, and a lossy code flips on a small change of K). q16 computes the CPU's
-// integers on the same tensor cores; it is written and compiled but has not run on a GPU yet.
+// call): unset or "q16" int8 tensor cores on the CPU backend's 16-bit activations (matmul_q8mma.cu,
+// the default), "q8" the same on 8-bit ones, "bf16" bf16 hi/lo tensor cores (this file's
+// matmul_mma, also the path of types the int8 kernel does not read), "0" matmul.cu's CUDA-core
+// fp32 reference. pp512 of the 8B shape on the H200 (bench/results/cuda_h200.md): bf16 2,162,
+// q16 5,458, q8 6,304 tok/s. The precision decides the default: q8 rounds x to 8 bits per 32
+// values, and the E8/KIVI2 caches' whole-model GPU-vs-CPU logits then drift past the tests' bounds
+// (a lossy code flips on a small change of K: 0.069 against 3e-2); q16 sums the CPU's own integers.
+// (An fp16 kernel — weights dequantized to fp16, x in fp16 — ran at 6,141 and failed the E8
+// worst-row bound, 0.0745 against 5e-2, so it was not kept.)
 enum class PrefillMatmul { Reference, Bf16, Q8, Q16 };
 PrefillMatmul prefill_matmul();
 // y(n_tok, w.n_rows) = x · wᵀ (+ bias) for a quantized w with n_cols a multiple of 32; returns

@@ -20,14 +20,14 @@
 // A thread block computes 64 weight rows x 64 tokens, 256 columns a step: its threads unpack the
 // rows' pieces into an int8 tile with their scales and copy the tokens' int8 values and scales,
 // all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 tokens) run one mma per 32-column
-// slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results,
-// while the next step's weight loads are in flight (held in registers until the tile is free).
-// Every 32-column integer result is converted (an add and a subtract with the 2^23 magic instead
-// of a quarter-rate I2F) and scaled in fp32. Measured on the H200 before the one-step-ahead loads:
-// 333 µs per 8B-shape matmul at 512 tokens, about 100 int8 TOPS (bench/results/cuda_h200.md).
+// slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results.
+// (Loading each step's weights a step ahead into registers was measured and removed: pp512 5,405
+// against 5,551 tok/s without, the registers it took costing more than the latency it hid.)
+// Every 32-column integer result is converted (the mma accumulates onto the 2^23 magic, one
+// subtraction instead of a quarter-rate I2F) and scaled in fp32: that scaling, not the mma, bounds this kernel (about
+// 100 int8 TOPS, 303 µs per 8B-shape matmul at 512 tokens; matmul_f16mma.cu says why fp16 wins).
 #include "matmul_q8mma.cuh"
 
-#include <cstdlib>
 #include <type_traits>
 
 #include "block_traits.cuh"
@@ -95,16 +95,19 @@ __device__ __forceinline__ void mma_s8u8_k16(int d[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// An int32 of magnitude below 2^22 as a float, exactly: in the mantissa of 1.5 · 2^23 (two full-rate
-// instructions instead of a quarter-rate I2F). |Σ of 32 products| <= 32 · 128 · 128 = 2^19.
-__device__ __forceinline__ float i2f_small(int v) { return __int_as_float(v + 0x4B400000) - 12582912.f; }
+// Integer sums of magnitude below 2^22 become floats exactly in the mantissa of 1.5 · 2^23: the mma
+// accumulators start at kMagic (the bits of 1.5 · 2^23), so the sum's bits read as a float are
+// 1.5 · 2^23 + Σ, and one subtraction gives Σ (instead of a quarter-rate I2F, or an add and a
+// subtraction). |Σ of 32 products| <= 32 · 128 · 255 < 2^20.
+constexpr int kMagic = 0x4B400000;
+__device__ __forceinline__ float magic_to_f(int v) { return __int_as_float(v) - 12582912.f; }
 
-// One slice's integer sum as a float: Q8 its only part; Q16 256 h + l rounded once (both parts
-// below 2^22: |Σ w l| <= 32 · 128 · 255), as the CPU converts its exact int32.
+// One slice's integer sum as a float: Q8 its only part; Q16 256 h + l rounded once, as the CPU
+// converts its exact int32.
 template <bool kQ16>
 __device__ __forceinline__ float slice_sum(int ch, int cl) {
-  if constexpr (kQ16) return fmaf(i2f_small(ch), 256.f, i2f_small(cl));
-  return i2f_small(ch);
+  if constexpr (kQ16) return fmaf(magic_to_f(ch), 256.f, magic_to_f(cl));
+  return magic_to_f(ch);
 }
 
 // x(n_tok, n_cols) -> Q16 in two byte planes, one warp per 32 values: quantize_row_q16's
@@ -134,8 +137,7 @@ __global__ void quantize_q16_kernel(const float* __restrict__ x, int64_t n_block
 template <typename Block, int QK, bool kQ16>
 __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t* __restrict__ w, size_t row_stride,
                                                                 int64_t n_rows, int64_t n_cols, XAct a,
-                                                                float* __restrict__ y, const float* __restrict__ bias,
-                                                                bool prefetch) {
+                                                                float* __restrict__ y, const float* __restrict__ bias) {
   using P = Piece<Block>;
   constexpr bool kMin = P::kMin;
   // Q6_K's scale changes every 16 columns: two k16 mma per slice instead of one k32.
@@ -152,30 +154,28 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
   const int64_t n_blocks = n_cols / QK, n_sub = n_cols / 32;
   float acc[2][2][4] = {};  // [m-tile of 16 rows][n-tile of 8 tokens][fragment]
 
-  // Each step's weight loads (the DRAM stream) go to registers one step ahead: issued before the
-  // previous step's mma, they arrive while it computes. x, read by every row block and so mostly
-  // from L2, is copied when its step begins (holding it a step ahead too spilled registers).
+  // Each step loads its weight pieces into registers, unpacks them into the tile, and copies x.
   constexpr int kWT = kRowsT * kBpc * L / kThreads;  // weight pieces a thread loads per step
   constexpr int kXT = kToksT * (kKc / 16) / kThreads;  // 16-byte chunks of x
   constexpr int kST = kToksT * kSl / kThreads;         // x scales
   static_assert(kWT * kThreads == kRowsT * kBpc * L && kXT * kThreads == kToksT * (kKc / 16) &&
                 kST * kThreads == kToksT * kSl, "whole tasks per thread");
-  typename P::Raw w_next[kWT];
+  typename P::Raw w_raw[kWT];
   // Task i of this thread: weight piece t = threadIdx.x + i * kThreads is (row r, block bi, piece k).
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int i = 0; i < kWT; ++i) {  // past the matrix a zero piece (scale 0, min 0)
       const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
       const int64_t row = row0 + r, b = c0 / QK + bi;
-      w_next[i] = typename P::Raw{};
-      if (row < n_rows && b < n_blocks) w_next[i] = P::load(w + row * row_stride + b * sizeof(Block), k);
+      w_raw[i] = typename P::Raw{};
+      if (row < n_rows && b < n_blocks) w_raw[i] = P::load(w + row * row_stride + b * sizeof(Block), k);
     }
   };
   auto store_step = [&](int64_t c0) {
 #pragma unroll
     for (int i = 0; i < kWT; ++i) {
       const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
-      const PieceVals<P::G, P::W> v = P::unpack(w_next[i], k);
+      const PieceVals<P::G, P::W> v = P::unpack(w_raw[i], k);
 #pragma unroll
       for (int gi = 0; gi < P::G; ++gi)
 #pragma unroll
@@ -207,10 +207,8 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
     }
   };
 
-  // prefetch = false (GAACRT_CUDA_MMA_PREFETCH=0): each step loads its own tiles, for measuring.
-  if (prefetch) load_weights(0);
   for (int64_t c0 = 0; c0 < n_cols; c0 += kKc) {
-    if (!prefetch) load_weights(c0);
+    load_weights(c0);
     store_step(c0);
     __syncthreads();
     if constexpr (kMin) {  // the words' min terms per 32 columns, in word order
@@ -223,7 +221,6 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
       }
       __syncthreads();
     }
-    if (prefetch && c0 + kKc < n_cols) load_weights(c0 + kKc);
 #pragma unroll 1
     for (int s = 0; s < kSl; ++s) {
       const int kk = 32 * s;
@@ -254,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           // c0: columns 0-31 (k16: 0-15, c1: 16-31); l0 / l1: Q16's low-byte parts.
-          int c0i[4] = {0, 0, 0, 0}, c1i[4] = {0, 0, 0, 0}, l0i[4] = {0, 0, 0, 0}, l1i[4] = {0, 0, 0, 0};
+          int c0i[4] = {kMagic, kMagic, kMagic, kMagic}, c1i[4] = {kMagic, kMagic, kMagic, kMagic};
+          int l0i[4] = {kMagic, kMagic, kMagic, kMagic}, l1i[4] = {kMagic, kMagic, kMagic, kMagic};
           if constexpr (k16) {
             mma_s8_k16(c0i, af[mt][0], af[mt][1], bf[2 * nt]);
             mma_s8_k16(c1i, af[mt][2], af[mt][3], bf[2 * nt + 1]);
@@ -298,10 +296,8 @@ void launch(const WeightView& w, const XAct& a, float* y, const float* bias, cud
   constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin, kQ16>);
   allow_dynamic_smem<kernel>(smem);
   const dim3 grid((unsigned)((w.n_rows + kRowsT - 1) / kRowsT), (unsigned)((a.n_tok + kToksT - 1) / kToksT));
-  const char* e = std::getenv("GAACRT_CUDA_MMA_PREFETCH");  // read on every call, as the path choice
-  const bool prefetch = !(e && e[0] == '0');
   launch_kernel(kernel, grid, kThreads, smem, stream, static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows,
-                w.n_cols, a, y, bias, prefetch);
+                w.n_cols, a, y, bias);
 }
 
 }  // namespace

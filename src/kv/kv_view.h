@@ -73,6 +73,11 @@ struct AttentionArgs {
   float scale;             // applied to q·k
   int32_t sliding_window;  // 0 = none; key at j is visible to a query at p iff p - j < window
   float softcap;           // 0 = none
+  // An upper bound on the n_q of the batch's sequences (the batch's token count will do; 0 =
+  // unknown). The sequences live in device memory, so this is what lets a GPU backend give a
+  // prefill-sized sequence enough thread blocks without reading them back (it is never used for
+  // bounds: the kernels read the n_q of each sequence).
+  int32_t max_q = 0;
 };
 
 // One sequence's part of a batch: query rows [q_begin, q_begin + n_q) at positions

@@ -201,7 +201,7 @@ void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t*
     float* qkv_y[3] = {q_, k_, v_};
     be_.norm_matmuls(x_, L.attn_norm, c.rms_eps, n, c.n_embd, 3, qkv_w, qkv_b, qkv_y, xn_);
     be_.qk_rope_store(q_, k_, v_, n, c.n_head, L.q_norm, L.k_norm, c.rms_eps, pos, c.rope_for(il), kv, slots);
-    const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
+    const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f, n};
     be_.attention(kv, args, lseqs, ns, q_, attn_);
     residual(L.wo, attn_, L.post_attn_norm);
 

@@ -31,7 +31,7 @@ double time_attention(Context& ctx, const std::vector<int>& seqs, int il, int re
   std::vector<AttnSeq> sq;  // one decode query per sequence, after its last token
   for (int32_t i = 0; i < ns; ++i) sq.push_back(AttnSeq{cache.table(seqs[i], il), i, 1, cache.length(seqs[i]) - 1});
   be.upload(dseq, sq.data(), ns * sizeof(AttnSeq));
-  const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f};
+  const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f, 1};
   const KVLayerView kv = cache.layer_view(il);
   std::vector<double> times;
   if (back_to_back) {

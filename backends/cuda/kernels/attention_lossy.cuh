@@ -528,7 +528,7 @@ struct Attn {
     if (n_rows > kSplitRows) {
       // Prefill-sized: one R-row tile per warp over its whole visible range.
       const int32_t n_tiles = (n_rows + R - 1) / R;
-      for (int32_t rt = sp * kW + w; rt < n_tiles; rt += P.n_split * kW) {
+      for (int32_t rt = sp * kW + w; rt < n_tiles; rt += gridDim.x * kW) {
         load_queries(P, s, seq, kvh, rt * R, n_rows, false, rows, wbuf, qmu);
         int32_t b0, b1;
         rows.block_range(&b0, &b1);
@@ -546,7 +546,9 @@ struct Attn {
       }
       return;
     }
-    // Decode-sized: split the visible blocks over the thread blocks, deal them to the warps.
+    // Decode-sized: split the visible blocks over the thread blocks, deal them to the warps
+    // (blocks past n_split, there for prefill-sized sequences of the batch, have no share).
+    if (sp >= P.n_split) return;
     const int32_t rs = D + 2;
     for (int32_t r0 = 0; r0 < n_rows; r0 += R) {
       load_queries(P, s, seq, kvh, r0, n_rows, kE8, rows, wbuf, qmu);

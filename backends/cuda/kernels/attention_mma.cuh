@@ -21,8 +21,9 @@
 //     block of its (sequence, kv-head) to arrive (an atomic counter) merges the partials in split
 //     order and writes the output: no second kernel. Splits that hold no keys (a short context in
 //     a session sized for a long one) leave at once and are not counted.
-//   * prefill-sized sequences: thread block x takes row groups x, x + n_split, ... of 16 rows,
-//     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself.
+//   * prefill-sized sequences: thread block x takes row groups x, x + gridDim.x, ... of 16 rows,
+//     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself (the
+//     host sizes gridDim.x from AttentionArgs::max_q, at least n_split).
 // n_split depends only on the batch's number of sequences and the GPU, and every order of
 // summation (blocks in a warp, warps in a block, splits) is fixed by lengths alone, so a GAAC
 // cache (whose loader rebuilds the very BF16 bits) gives bit-identical results to a BF16 cache.
@@ -374,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   // the fused reduce counts and merges only the n_live splits before them. Skipping them keeps
   // the bits: an empty split's partial (m = -inf, l = 0, O = 0) enters the merge with weight 0.
   const DecodeSplit ds = decode_split(s, n_rows, G, W, P.n_split, split);
-  if (n_rows <= kRowsPerGroup && split >= ds.n_live) return;
+  if (n_rows <= kRowsPerGroup && split >= min(ds.n_live, P.n_split)) return;  // x may exceed n_split (prefill)
   uint8_t* wbase = smem + warp * P.warp_bytes;
 
   // Columns d .. kD-1 of padded heads (d = 48 runs as kD = 64) are never written by the loaders:
@@ -414,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   float o[kD / 8][4], oc[kD / 8][2], m, l;
   if (n_rows > kRowsPerGroup) {
     // ---- prefill-sized: row groups of 16, one M-tile per warp, whole visible range ----
-    for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += P.n_split) {
+    for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += gridDim.x) {
       const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
       int32_t b0 = 0, b1 = 0;
       if (r0 < n_rows) {

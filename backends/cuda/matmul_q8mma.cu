@@ -60,13 +60,16 @@ struct alignas(16) Tile {
   int8_t w[kRowsT][kRowB];   // weight rows' int8 values of this step's columns
   int8_t x[kToksT][kRowB];   // tokens' int8 values (Q16: their high bytes)
   uint8_t xl[kQ16 ? kToksT : 1][kRowB];  // Q16: the low bytes
-  float dw[kRowsT][kKc / 16];  // weight scale per 16 columns
-  float dx[kToksT][kSl];       // x scale per 32 columns
+  // Scales and min terms: a slice's lanes read 8 rows (or 4 tokens) of one column of these, so
+  // each row has one spare float: with 16 or 8 per row they fell on 2-4 banks (8.4M shared-load
+  // bank conflicts in one 512-token q-projection).
+  float dw[kRowsT][kKc / 16 + 1];  // weight scale per 16 columns
+  float dx[kToksT][kSl + 1];       // x scale per 32 columns
   // min terms: one per piece word (4 columns; a group's first word carries the group's m, so every
   // word is written exactly once), summed per 32 columns (mw) before the slices use them.
   float mw4[kMin ? kRowsT : 1][kKc / 4];
-  float mw[kMin ? kRowsT : 1][kSl];
-  float sx[kMin ? kToksT : 1][kSl];
+  float mw[kMin ? kRowsT : 1][kSl + 1];
+  float sx[kMin ? kToksT : 1][kSl + 1];
 };
 
 // D = A(16 x 32, row) · B(32 x 8, col), s8 -> s32. The registers are laid out as mma_bf16's
@@ -110,25 +113,37 @@ __device__ __forceinline__ float slice_sum(int ch, int cl) {
   return magic_to_f(ch);
 }
 
-// x(n_tok, n_cols) -> Q16 in two byte planes, one warp per 32 values: quantize_row_q16's
-// arithmetic (amax, d = amax / 32767 from amax >= 1e-30, q = round-half-even(x · (1/d)) clamped to
-// ±32767, s = d · Σq), then h = q >> 8 (floor), l = q & 255.
+// x(n_tok, n_cols) -> Q16 in two byte planes, 8 lanes per 32 values, 4 each (one float4 load):
+// quantize_row_q16's arithmetic (amax, d = amax / 32767 from amax >= 1e-30, q = round-half-even(x ·
+// (1/d)) clamped to ±32767, s = d · Σq), then h = q >> 8 (floor), l = q & 255. (One value per
+// lane took 14.6 µs for 512 x 4096, a quarter of the bandwidth.)
+constexpr int kQ16Lanes = 8;
 __global__ void quantize_q16_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ hi,
                                     uint8_t* __restrict__ lo, float* __restrict__ xd, float* __restrict__ xs) {
   pdl_begin();
-  const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (blk >= n_blocks) return;  // warp-uniform
-  const float v = x[blk * 32 + lane];
-  const float amax = warp_max_f32(fabsf(v));
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, blk = t / kQ16Lanes;
+  const bool in = blk < n_blocks;  // whole 8-lane groups; every lane stays for the shuffles
+  const float4 v = in ? reinterpret_cast<const float4*>(x)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  for (int o = kQ16Lanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax >= 1e-30f ? amax / 32767.0f : 0.0f;  // quantize_act.h kQ16MinAmax
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  int q = __float2int_rn(v * id);
-  q = q < -32767 ? -32767 : (q > 32767 ? 32767 : q);
-  hi[blk * 32 + lane] = (int8_t)(q >> 8);
-  lo[blk * 32 + lane] = (uint8_t)(q & 255);
-  const int sum = warp_sum_i32(q);
-  if (lane == 0) {
+  const float vs[4] = {v.x, v.y, v.z, v.w};
+  uint32_t h = 0, l = 0;
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int q = __float2int_rn(vs[i] * id);
+    q = q < -32767 ? -32767 : (q > 32767 ? 32767 : q);
+    sum += q;
+    h |= (uint32_t)((q >> 8) & 255) << (8 * i);
+    l |= (uint32_t)(q & 255) << (8 * i);
+  }
+  for (int o = kQ16Lanes / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!in) return;
+  reinterpret_cast<uint32_t*>(hi)[t] = h;
+  reinterpret_cast<uint32_t*>(lo)[t] = l;
+  if (t % kQ16Lanes == 0) {
     xd[blk] = d;
     xs[blk] = d * (float)sum;
   }
@@ -309,6 +324,7 @@ size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
 bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, bool q16,
                   void* scratch, cudaStream_t stream) {
   if (w.n_cols % 32 != 0 || n_tok > 65535LL * kToksT || !matvec_q8_supported(w.type)) return false;
+  if (q16 && reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;  // quantize_q16_kernel reads float4
   check_q8_alignment(w, "matmul_q8mma");
   XAct a{};
   a.n_tok = n_tok;
@@ -317,7 +333,7 @@ bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     auto* lo = reinterpret_cast<uint8_t*>(hi + n_tok * w.n_cols);
     auto* d = reinterpret_cast<float*>(lo + n_tok * w.n_cols);
     const int64_t n_blocks = n_tok * (w.n_cols / 32);
-    launch_kernel(quantize_q16_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream, x, n_blocks,
+    launch_kernel(quantize_q16_kernel, (unsigned)((n_blocks * kQ16Lanes + 255) / 256), 256, 0, stream, x, n_blocks,
                   hi, lo, d, d + n_blocks);
     GAACRT_CUDA_CHECK(cudaGetLastError());
     a = XAct{hi, lo, d, d + n_blocks, n_tok};

@@ -12,8 +12,8 @@ namespace gaacrt::cuda {
 size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16);
 // y(n_tok, w.n_rows) = x · wᵀ (+ bias) with x quantized per 32 values into scratch: to int8 (the
 // decode path's activations), or q16 to the CPU backend's 16-bit ones. Returns false (nothing
-// launched) for weights the int8 paths do not read (matvec_q8_supported) or n_cols not a
-// multiple of 32.
+// launched) for weights the int8 paths do not read (matvec_q8_supported), n_cols not a multiple
+// of 32, or (q16) x not 16-byte aligned.
 bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, bool q16,
                   void* scratch, cudaStream_t stream);
 

@@ -105,27 +105,6 @@ def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, 
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < (1.5e-2 if act == "q8" else 1e-3)
 
 
-@pytest.mark.parametrize("t", PREFILL_TYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("n_tok", [9, 70, 130])
-def test_cuda_f16_prefill_matmul_matches_float64(cuda, cpu, t, n_tok, monkeypatch):
-    # The default prefill path (matmul_f16x.cu): the weights' codes exact in fp16, x in two fp16
-    # parts (22 bits), each 32-column slice scaled in fp32 — about fp32-exact. 133 rows leave a
-    # partial 64-row tile, 23 blocks of 32 two full 256-column steps and a partial one (5
-    # super-blocks: five steps); 70 and 130 tokens partial 64-token tiles. Token 0 has a tiny block,
-    # token 1 an all-zero one, token 2 values past fp16's range and token 3 tiny ones (x is scaled
-    # per token by a power of two).
-    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", "f16")
-    raw, x, _ = _prefill_case(cpu, t, n_tok, n_rows=133, blocks=(5, 23))
-    x[0, :32] *= 1e-3
-    x[1, 32:64] = 0.0
-    x[2] *= 3e5
-    x[3] *= 1e-9
-    ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
-    y = cuda.matmul(raw, int(t), x)
-    err = np.linalg.norm(y - ref, axis=1) / np.linalg.norm(ref, axis=1)
-    assert err.max() < 1e-5, f"token {err.argmax()}: {err.max():.2e}"
-
-
 @pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K], ids=lambda t: t.name)
 def test_cuda_int8_matvec_agrees_with_the_fp32_path(cuda, cpu, t):
     # 8 tokens take the dp4a path, 9 the fp32 reference path: same weights, same first 8 rows.

@@ -2,16 +2,15 @@
 //
 // Decode-sized calls (up to 8 tokens) of quantized weights go to matvec_q8.cu: int8 activations,
 // __dp4a integer dot products. Prefill-sized calls of quantized weights go to the tensor cores,
-// chosen by GAACRT_CUDA_MMA_MATMUL (matmul_mma.cuh): matmul_f16x.cu (fp16 on exact weight codes,
-// the default), matmul_q8mma.cu (int8 on the CPU's 16-bit activations or on 8-bit ones) or
-// matmul_mma.cu (bf16 hi/lo parts, also the path of the types the others do not read). The rest (float weights, or
+// chosen by GAACRT_CUDA_MMA_MATMUL (matmul_mma.cuh): matmul_q8mma.cu (int8 on the CPU's 16-bit
+// activations, the default, or on 8-bit ones) or matmul_mma.cu (bf16 hi/lo parts, also the path
+// of the types the int8 one does not read). The rest (float weights, or
 // GAACRT_CUDA_MMA_MATMUL=0) take the reference path here: one warp per (row, token), each lane dequantizes whole blocks through the
 // portable dequant_block() and accumulates in fp32, then a warp reduction.
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
-#include "matmul_f16x.cuh"
 #include "matmul_mma.cuh"
 #include "matmul_q8mma.cuh"
 #include "matvec_q8.cuh"
@@ -85,12 +84,7 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
     matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_);
     return;
   }
-  const PrefillMatmul path = prefill_matmul();  // tensor cores: fp16, int8 (matmul_q8mma.cu) or bf16
-  if (path == PrefillMatmul::F16 &&
-      matmul_f16x(w, x, n_tok, y, bias, scratch(matmul_f16x_scratch_bytes(n_tok, w.n_cols)), stream_)) {
-    GAACRT_CUDA_CHECK(cudaGetLastError());
-    return;
-  }
+  const PrefillMatmul path = prefill_matmul();  // tensor cores: int8 (matmul_q8mma.cu) or bf16 (matmul_mma.cu)
   const bool q16 = path == PrefillMatmul::Q16;
   if ((path == PrefillMatmul::Q8 || q16) && w.n_cols % 32 == 0 && matvec_q8_supported(w.type) &&
       matmul_q8mma(w, x, n_tok, y, bias, q16, scratch(matmul_q8mma_scratch_bytes(n_tok, w.n_cols, q16)), stream_)) {

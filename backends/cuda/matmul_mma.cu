@@ -119,12 +119,11 @@ void launch_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, co
 
 PrefillMatmul prefill_matmul() {
   const char* e = std::getenv("GAACRT_CUDA_MMA_MATMUL");
-  if (!e || !*e || !std::strcmp(e, "f16")) return PrefillMatmul::F16;
-  if (!std::strcmp(e, "q16")) return PrefillMatmul::Q16;
+  if (!e || !*e || !std::strcmp(e, "q16")) return PrefillMatmul::Q16;
   if (!std::strcmp(e, "0")) return PrefillMatmul::Reference;
   if (!std::strcmp(e, "q8")) return PrefillMatmul::Q8;
   if (!std::strcmp(e, "bf16")) return PrefillMatmul::Bf16;
-  throw Error("backend", "invalid_argument", strfmt("GAACRT_CUDA_MMA_MATMUL=%s: expected f16, q16, q8, bf16 or 0", e));
+  throw Error("backend", "invalid_argument", strfmt("GAACRT_CUDA_MMA_MATMUL=%s: expected q16, q8, bf16 or 0", e));
 }
 
 bool matmul_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream) {

@@ -9,17 +9,17 @@
 namespace gaacrt::cuda {
 
 // The kernel of prefill-sized matmuls of quantized weights, GAACRT_CUDA_MMA_MATMUL (read on every
-// call): unset or "f16" fp16 tensor cores on the weights' exact codes and x in two fp16 parts
-// (matmul_f16x.cu, the default), "q16" / "q8" int8 tensor cores on the CPU backend's 16-bit / on
-// 8-bit activations (matmul_q8mma.cu), "bf16" bf16 hi/lo tensor cores (this file's matmul_mma, also
-// the path of types the others do not read), "0" matmul.cu's CUDA-core fp32 reference. pp512 of
-// the 8B shape on the H200 (bench/results/cuda_h200.md): bf16 2,162, q16 5,645, q8 6,304 tok/s.
-// Precision decides what may be the default: q8 rounds x to 8 bits per 32 values, and the
-// E8/KIVI2 caches' whole-model GPU-vs-CPU logits then drift past the tests' bounds (a lossy code
-// flips on a small change of K: 0.069 against 3e-2); so did an fp16 kernel that rounded the
-// dequantized weights to fp16 (E8 worst row 0.0745 against 5e-2, at 6,141 tok/s). q16 sums the
-// CPU's own integers; f16 is about fp32-exact, like bf16.
-enum class PrefillMatmul { Reference, Bf16, Q8, Q16, F16 };
+// call): unset or "q16" int8 tensor cores on the CPU backend's 16-bit activations (matmul_q8mma.cu,
+// the default), "q8" the same on 8-bit ones, "bf16" bf16 hi/lo tensor cores (this file's
+// matmul_mma, also the path of types the int8 kernel does not read), "0" matmul.cu's CUDA-core
+// fp32 reference. pp512 of the 8B shape on the H200 (bench/results/cuda_h200.md): bf16 2,162,
+// q16 5,767, q8 6,304 tok/s. Precision decides the default: q8 rounds x to 8 bits per 32 values,
+// and the E8/KIVI2 caches' whole-model GPU-vs-CPU logits then drift past the tests' bounds (a
+// lossy code flips on a small change of K: 0.069 against 3e-2); q16 sums the CPU's own integers.
+// Two fp16 kernels were measured and dropped: weights dequantized and rounded to fp16 (6,141
+// tok/s, E8 worst row 0.0745 against 5e-2), and exact weight codes with x in two fp16 parts and a
+// per-slice scale (precise, 4,611 tok/s: twice the mma per slice outweighed the lighter epilogue).
+enum class PrefillMatmul { Reference, Bf16, Q8, Q16 };
 PrefillMatmul prefill_matmul();
 // y(n_tok, w.n_rows) = x · wᵀ (+ bias) for a quantized w with n_cols a multiple of 32; returns
 // false (nothing launched) for other weights.

@@ -14,7 +14,6 @@
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
-#include "kernels/attention_ptx.cuh"
 #include "kernels/matvec_pieces.cuh"
 #include "kernels/row_norm.cuh"
 #include "matvec_q8.cuh"
@@ -50,81 +49,57 @@ __device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
   }
 }
 
-// Batches of weight blocks a warp stages in shared memory: U blocks per lane-group step, the
-// warp's 32 / L groups side by side (U = 4 for pieces of <= 16 raw bytes, else 2).
-template <typename Block>
-struct Batch {
-  using P = Piece<Block>;
-  static constexpr int kStride = kWarpSize / P::kLanes;  // blocks one warp step covers
-  static constexpr int U = sizeof(typename P::Raw) <= 16 ? 4 : 2, kBlocks = kStride * U;
-  // Bytes of one row's batch in shared memory: its blocks plus the up to 15 bytes before the
-  // first one that the 16-byte-aligned copy starts at.
-  static constexpr int kBytes = (kBlocks * (int)sizeof(Block) + 15 + 15) / 16 * 16;
-};
-constexpr int kStages = 2;  // batches in flight per row
-// Shared bytes of one warp's staging buffers for R rows.
-template <typename Block, int R>
-constexpr int stage_bytes() {
-  return kStages * R * Batch<Block>::kBytes;
-}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // One warp's dot products of R weight rows (R = 2: gate and up) with n_tok quantized activations,
-// reduced over the warp. The rows are read in batches of Batch::kBlocks blocks: the warp copies a
-// batch's bytes of each row into its staging buffer (`stage`, stage_bytes<Block, R>() bytes) with
-// 16-byte cp.async from the 16-byte boundary at or before the batch (blocks of 18, 34, 210 bytes
-// are not 16-byte aligned), kStages batches ahead; then lane i takes part i % L of blocks
-// i / L, i / L + 32 / L, ... of the batch (matvec_pieces.cuh) from shared memory. (Each lane
-// reading its pieces from global memory took 20 two-byte loads per batch for Q4_0: the L1 was
-// the limit, 2.6 TB/s for gate/up on the H200.) `prologue` runs once, by every lane, after the
-// first batches are in flight: the kernels wait there for the previous kernel (PDL) and, if they
-// quantize x themselves, do it there; the weights do not depend on earlier kernels. Every kernel
-// sums in this one order, so they all give the same bits.
+// reduced over the warp. Lane i takes part i % L of blocks i / L, i / L + 32 / L, ... of each
+// row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
+// are loaded before the current batch is unpacked and dotted, so a warp always has loads in
+// flight. `prologue` runs once, by every lane: the kernels wait there for the previous kernel
+// (PDL) and, if they quantize x themselves, do it there. The weights do not depend on earlier
+// kernels, so the first batch is prefetched into L2 before it; its loads, though written before
+// the prologue too, are moved after the wait by ptxas (seen in the SASS), prefetches are not.
+// Every kernel sums in this one order, so they all give the same bits.
 template <typename Block, int QK, int T, int R, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
-                                          int lane, float (&acc)[R][T], uint8_t* stage, Prologue&& prologue) {
+                                          int lane, float (&acc)[R][T], Prologue&& prologue) {
   using P = Piece<Block>;
-  using B = Batch<Block>;
-  constexpr int L = P::kLanes, kStride = B::kStride, U = B::U, kBatch = B::kBlocks, S = (int)sizeof(Block);
+  using Raw = typename P::Raw;
+  constexpr int L = P::kLanes, kStride = kWarpSize / L;  // blocks one warp step covers
+  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2, kBatch = kStride * U;
   const int n_blocks = n_cols / QK, n_sub = n_cols / 32, k = lane % L;
-  const int n_batches = (n_blocks + kBatch - 1) / kBatch;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < T; ++t) acc[r][t] = 0.f;
-  // Batch i of row r lies at stage + ((i % kStages) * R + r) * B::kBytes, plus its first byte's
-  // offset from the 16-byte boundary below it.
-  auto issue = [&](int i) {
-    if (i < n_batches) {
-      const int nb = min(kBatch, n_blocks - i * kBatch);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* src = rows[r] + (size_t)i * kBatch * S;
-        const uint8_t* a0 = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~(uintptr_t)15);
-        const int n_chunks = (int)((src - a0) + nb * S + 15) / 16;
-        uint8_t* dst = stage + ((i % kStages) * R + r) * B::kBytes;
-        for (int c = lane; c < n_chunks; c += kWarpSize) attn::cp_async16(dst + 16 * c, a0 + 16 * c, 16);
-      }
-    }
-    attn::cp_async_commit();  // an empty group past the end keeps the wait count uniform
-  };
-#pragma unroll
-  for (int i = 0; i < kStages; ++i) issue(i);
-  prologue();
-  for (int i = 0; i < n_batches; ++i) {
-    attn::cp_async_wait<kStages - 1>();
-    __syncwarp();
-    const int bb = i * kBatch;
+  Raw cur[R][U], nxt[R][U];
+  auto load = [&](Raw (&dst)[R][U], int b0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int b = bb + lane / L + kStride * u;
+      const int b = min(b0 + kStride * u, n_blocks - 1);  // past the end: a valid block, unused
+#pragma unroll
+      for (int r = 0; r < R; ++r) dst[r][u] = P::load(rows[r] + (size_t)b * sizeof(Block), k);
+    }
+  };
+  int b0 = lane / L;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      prefetch_l2(rows[r] + (size_t)min(b0 + kStride * u, n_blocks - 1) * sizeof(Block) + k * (sizeof(Block) / L));
+  load(cur, b0);
+  prologue();
+  for (;;) {
+    const int b1 = b0 + kBatch;
+    const bool more = b1 < n_blocks;
+    if (more) load(nxt, b1);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int b = b0 + kStride * u;
       if (b >= n_blocks) break;
       PieceVals<P::G, P::W> v[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uintptr_t src = reinterpret_cast<uintptr_t>(rows[r]) + (uintptr_t)bb * S;
-        const uint8_t* st = stage + ((i % kStages) * R + r) * B::kBytes + (src & 15);
-        v[r] = P::unpack(P::load(st + (b - bb) * S, k), k);
-      }
+      for (int r = 0; r < R; ++r) v[r] = P::unpack(cur[r][u], k);
 #pragma unroll
       for (int g = 0; g < P::G; ++g) {
         const int col = b * QK + v[0].col[g], xb = col / 32;
@@ -140,17 +115,20 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
           for (int r = 0; r < R; ++r) {
             int s = 0;
 #pragma unroll
-            for (int j = 0; j < P::W; ++j) s = __dp4a((int)v[r].w[g][j], xw[j], s);
+            for (int i = 0; i < P::W; ++i) s = __dp4a((int)v[r].w[g][i], xw[i], s);
             acc[r][t] += xd * (v[r].d[g] * (float)s);
             if (P::kMin) acc[r][t] += v[r].m[g] * xs;
           }
         }
       }
     }
-    __syncwarp();  // every lane has read this stage before it is refilled
-    issue(i + kStages);
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r) cur[r][u] = nxt[r][u];
+    b0 = b1;
   }
-  attn::cp_async_wait<0>();
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -194,12 +172,10 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
                  float* __restrict__ y, const float* __restrict__ bias) {
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  __shared__ __align__(16) uint8_t stage[kRowsPerBlock][stage_bytes<Block, 1>()];
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, stage[threadIdx.x / kWarpSize],
-                          WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
@@ -246,8 +222,7 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
   float acc[1][T];
   // Every warp takes part in the quantization: one past the last row reads the last row, unused.
   const uint8_t* rows[1] = {w + (row < n_rows ? row : n_rows - 1) * row_stride};
-  __shared__ __align__(16) uint8_t stage[kSelfRows][stage_bytes<Block, 1>()];
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, stage[warp], quantize_x);
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, quantize_x);
   if (row >= n_rows) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -277,12 +252,10 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
   const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n_rows = a.rows[i];
-  __shared__ __align__(16) uint8_t stage[kRowsPerBlock][stage_bytes<Block, 1>()];
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, stage[threadIdx.x / kWarpSize],
-                          WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -299,12 +272,10 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
                          const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h) {
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  __shared__ __align__(16) uint8_t stage[kRowsPerBlock][stage_bytes<Block, 2>()];
   if (row >= n_rows) return;
   float acc[2][T];  // gate, up
   const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, stage[threadIdx.x / kWarpSize],
-                          WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;

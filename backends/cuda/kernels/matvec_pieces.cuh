@@ -29,7 +29,6 @@ struct PieceVals {
   uint32_t w[G][W];  // int8x4 weights
   int col[G];        // column of the group's first word within the block
   float d[G], m[G];
-  float mv[G];  // the min term of every value (m without the one-lane gating): value = d·q + mv
 };
 
 namespace pieces {
@@ -136,7 +135,7 @@ struct PieceNibble32 {
     pieces::nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return Code::map(x); });
     v.col[0] = 8 * k;
     v.d[0] = pieces::h2f(r.d);
-    v.m[0] = v.mv[0] = 0.f;
+    v.m[0] = 0.f;
     return v;
   }
 };
@@ -167,8 +166,7 @@ struct Piece<block_q4_1> {
     nibble_words(r.q0, r.q1, v.w[0], [](uint32_t x, int) { return x; });
     v.col[0] = 8 * k;
     v.d[0] = h2f(r.dm);
-    v.mv[0] = h2f((r.dm >> 16));
-    v.m[0] = k == 0 ? v.mv[0] : 0.f;
+    v.m[0] = k == 0 ? h2f((r.dm >> 16)) : 0.f;
     return v;
   }
 };
@@ -199,7 +197,7 @@ struct Piece<block_q5_0> {
     PieceVals<G, W> v;
     unpack_q5<16>(r.q0, r.q1, r.qh, k, v);
     v.d[0] = pieces::h2f(r.d);
-    v.m[0] = v.mv[0] = 0.f;
+    v.m[0] = 0.f;
     return v;
   }
 };
@@ -218,8 +216,7 @@ struct Piece<block_q5_1> {
     PieceVals<G, W> v;
     unpack_q5<0>(r.q0, r.q1, r.qh, k, v);
     v.d[0] = pieces::h2f(r.dm);
-    v.mv[0] = pieces::h2f((r.dm >> 16));
-    v.m[0] = k == 0 ? v.mv[0] : 0.f;
+    v.m[0] = k == 0 ? pieces::h2f((r.dm >> 16)) : 0.f;
     return v;
   }
 };
@@ -241,7 +238,7 @@ struct Piece<block_q8_0> {
     for (int i = 0; i < 4; ++i) v.w[0][i] = r.q[i];
     v.col[0] = 16 * k;
     v.d[0] = pieces::h2f(r.d);
-    v.m[0] = v.mv[0] = 0.f;
+    v.m[0] = 0.f;
     return v;
   }
 };
@@ -287,8 +284,7 @@ struct PieceK45 {
       scale_min_k4(2 * c + g, r.s0, r.s1, r.s2, sc, mn);
       v.col[g] = 64 * c + 32 * g + j0;
       v.d[g] = d * sc;
-      v.mv[g] = -dmin * mn;
-      v.m[g] = j0 == 0 ? v.mv[g] : 0.f;
+      v.m[g] = j0 == 0 ? -dmin * mn : 0.f;
     }
     return v;
   }
@@ -335,7 +331,7 @@ struct Piece<block_q6_k> {
     for (int q = 0; q < 4; ++q) {
       v.col[q] = 128 * n + 32 * q + l0;
       v.d[q] = d * (float)(int8_t)(r.sc[q] >> h);
-      v.m[q] = v.mv[q] = 0.f;
+      v.m[q] = 0.f;
     }
     return v;
   }
@@ -362,7 +358,7 @@ struct Piece<block_iq4_xs> {
     v.col[0] = 32 * sb + 8 * (k & 1);
     const int ls = (int)(((r.sl >> (4 * sb)) & 0xFu) | (((r.dh >> (16 + 2 * sb)) & 3u) << 4)) - 32;
     v.d[0] = h2f(r.dh) * (float)ls;
-    v.m[0] = v.mv[0] = 0.f;
+    v.m[0] = 0.f;
     return v;
   }
 };

@@ -24,8 +24,10 @@
 // (Loading each step's weights a step ahead into registers was measured and removed: pp512 5,405
 // against 5,551 tok/s without, the registers it took costing more than the latency it hid.)
 // Every 32-column integer result is converted (the mma accumulates onto the 2^23 magic, one
-// subtraction instead of a quarter-rate I2F) and scaled in fp32: that scaling, not the mma, bounds this kernel (about
-// 100 int8 TOPS, 303 µs per 8B-shape matmul at 512 tokens; matmul_f16mma.cu says why fp16 wins).
+// subtraction instead of a quarter-rate I2F) and scaled in fp32. That scaling, not the mma, bounds
+// this kernel: on the H200 (Nsight Compute, one 4096 x 4096 q16 matmul of 512 tokens) about 80%
+// of the warp instructions, the int8 tensor pipe 15% busy; 331 µs per 8B-shape matmul with q16,
+// 301 with q8 (bench/results/cuda_h200.md). Q16 is the default prefill matmul (matmul_mma.cuh).
 #include "matmul_q8mma.cuh"
 
 #include <type_traits>

@@ -99,15 +99,11 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     }
   }
   const attn::KernelArgs P{kv, args, seqs, q, out, part, attn_counters_, n_split, half_bytes, warp_bytes, dev_errors_};
-  // Prefill-sized sequences take row groups of 16 rows in block-x strides: one thread block per
-  // row group (no more than 4,096), so a long prompt fills the GPU (n_split alone, sized for
-  // decode, gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler). Blocks past
-  // n_split leave decode-sized sequences at once.
+  // Prefill-sized sequences: a thread block per row group of 16 (n_split alone, sized for decode,
+  // gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler).
   const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
-  const int32_t groups = max_rows > attn::kRowsPerGroup
-                             ? (int32_t)std::min<int64_t>(4096, (max_rows + attn::kRowsPerGroup - 1) / attn::kRowsPerGroup)
-                             : 1;
-  const dim3 grid(std::max(n_split, groups), kv.n_head_kv, n_seqs);
+  const dim3 grid(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup), kv.n_head_kv,
+                  n_seqs);
   if (gaac)
     attn::launch_attention_gaac(kD, P, grid, smem, stream_, device_);
   else

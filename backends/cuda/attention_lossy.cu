@@ -179,13 +179,10 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0};
   const int32_t G = a.n_head / kv.n_head_kv;
   if (kv.format == KVFormat::E8) launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs), kThreads, 0, stream, P);
-  // Prefill-sized sequences: one thread block per kW row tiles (at most 4,096 blocks), as
-  // attention.cu does; blocks past n_split leave decode-sized sequences at once.
+  // Prefill-sized sequences: a thread block per kW row tiles of R rows.
   const int32_t R = G == 1 ? 1 : (G == 2 ? 2 : 4);
   const int64_t max_rows = (int64_t)std::max(a.max_q, 0) * G;
-  const int32_t tile_blocks =
-      max_rows > kSplitRows ? (int32_t)std::min<int64_t>(4096, (max_rows + R * kW - 1) / (R * kW)) : 1;
-  const dim3 grid(std::max(n_split, tile_blocks), kv.n_head_kv, n_seqs);
+  const dim3 grid(attention_grid_x(n_split, max_rows, kSplitRows, R * kW), kv.n_head_kv, n_seqs);
   switch (kv.format) {
     case KVFormat::E8: launch_e8(kv, G, P, grid, max_smem, stream); break;
     case KVFormat::Q8: launch_q8(kv, G, P, grid, max_smem, stream); break;

@@ -25,6 +25,16 @@ inline unsigned grid_for_items(int64_t n, int threads) {
   return static_cast<unsigned>(g < 1 ? 1 : (g > 65536 ? 65536 : g));
 }
 
+// Thread blocks along x of an attention launch: n_split (sized for decode) or, when a sequence
+// may have more than decode_rows query rows (max_rows = AttentionArgs::max_q times the GQA group),
+// one block per rows_per_block of them (at most 4,096; the kernels stride past that), so a long
+// prompt fills the GPU. Blocks past n_split leave decode-sized sequences at once.
+inline int32_t attention_grid_x(int32_t n_split, int64_t max_rows, int32_t decode_rows, int32_t rows_per_block) {
+  if (max_rows <= decode_rows) return n_split;
+  const int64_t blocks = (max_rows + rows_per_block - 1) / rows_per_block;
+  return n_split > blocks ? n_split : (int32_t)(blocks < 4096 ? blocks : 4096);
+}
+
 // ---- programmatic dependent launch (PDL, sm_90+) ----------------------------------------------
 // A decode step is ~250 small dependent kernels; between two of them the GPU normally drains
 // the first grid before it launches the second. With PDL every kernel is launched with

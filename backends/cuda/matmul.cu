@@ -4,9 +4,9 @@
 // __dp4a integer dot products. Prefill-sized calls of quantized weights go to the tensor cores,
 // chosen by GAACRT_CUDA_MMA_MATMUL (matmul_mma.cuh): matmul_q8mma.cu (int8 on the CPU's 16-bit
 // activations, the default, or on 8-bit ones) or matmul_mma.cu (bf16 hi/lo parts, also the path
-// of the types the int8 one does not read). The rest (float weights, or
-// GAACRT_CUDA_MMA_MATMUL=0) take the reference path here: one warp per (row, token), each lane dequantizes whole blocks through the
-// portable dequant_block() and accumulates in fp32, then a warp reduction.
+// of the types the int8 one does not read). The rest (float weights, or GAACRT_CUDA_MMA_MATMUL=0)
+// take the reference path here: one warp per (row, token), each lane dequantizes whole blocks
+// through the portable dequant_block() and accumulates in fp32, then a warp reduction.
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"

@@ -72,6 +72,9 @@ CASES = [
     (400, 70, 9, 3, 64, 128),      # prefill chunk crossing the window
     (260, 40, 2, 2, 32, 16),       # tiny head
     (500, 2, 4, 2, 96, 128),       # 96-channel head (tile of 96)
+    (900, 4, 32, 8, 128, 128),     # 16 rows: four M-tiles of a decode step (E8: tensor cores)
+    (600, 2, 8, 2, 64, 64),        # 8 rows: two M-tiles, two key groups per M-tile
+    (260, 1, 4, 2, 32, 16),        # tiny head, decode
 ]
 
 
@@ -92,8 +95,9 @@ def test_cuda_lossy_attention_matches_cpu(cuda, cpu, fmt, n_ctx, n_q, n_head, n_
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("sw,cap", [(100, 0.0), (0, 20.0), (40, 5.0)])
-def test_cuda_lossy_attention_sliding_window_and_softcap(cuda, cpu, fmt, sw, cap):
-    k, v, q = inputs(sw + 1, 400, 30, 4, 1, 64)
+@pytest.mark.parametrize("n_q", [30, 1])  # prefill-sized, and a decode step
+def test_cuda_lossy_attention_sliding_window_and_softcap(cuda, cpu, fmt, sw, cap, n_q):
+    k, v, q = inputs(sw + 1, 400, n_q, 4, 1, 64)
     ga = _core.op_lossy_attention(cuda, k, v, q, 0.2, fmt, window=32, sliding_window=sw, softcap=cap)
     ca = _core.op_lossy_attention(cpu, k, v, q, 0.2, fmt, window=32, sliding_window=sw, softcap=cap)
     assert rel(ga[0], ca[0]) < 1e-4
@@ -135,3 +139,26 @@ def test_cuda_lossy_model_logits_match_cpu(smollm2, cache, center):
     total = rel(b, a)
     print(f"{cache} center={center}: relative L2 all rows {total:.3g}, worst row {max(rows):.3g}")
     assert total <= 3e-2 and max(rows) <= 5e-2
+
+
+@pytest.mark.parametrize("cache", ["e8", "q8"])
+def test_cuda_lossy_batched_decode_matches_cpu(smollm2, cache):
+    # Three sequences of one batch, two of them past the raw window (slots and raw pages), decoded
+    # together: one attention launch over sequences of different lengths.
+    cpu = gaacrt.Model(str(smollm2), backend="cpu", n_threads=4)
+    gpu = gaacrt.Model(str(smollm2), backend="cuda")
+    rng = np.random.default_rng(8)
+    prompts = [[int(t) for t in rng.integers(3, cpu.n_vocab, n)] for n in (230, 170, 20)]
+    outs = []
+    for m in (cpu, gpu):
+        ss = m.batch(3, n_ctx=256, cache=cache)
+        for s, p in zip(ss, prompts):
+            s.eval(p)
+        rows = []
+        for step in range(8):
+            gaacrt.Model.decode_batch(ss, [prompts[i][step] for i in range(3)])
+            rows.append(np.stack([s.logits() for s in ss]))
+        outs.append(np.concatenate(rows))
+    rows = [np.linalg.norm(g.astype(np.float64) - w) / np.linalg.norm(w.astype(np.float64)) for g, w in zip(*outs[::-1])]
+    print(f"{cache} batched decode: worst row {max(rows):.3g}")
+    assert rel(outs[1], outs[0]) <= 3e-2 and max(rows) <= 5e-2

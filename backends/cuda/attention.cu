@@ -7,6 +7,7 @@
 #include "codec/gaac/gaac_format.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "kernels/attention_e8_mma.cuh"
 #include "kernels/attention_mma.cuh"
 #include "lossy_ops.h"
 
@@ -32,12 +33,20 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (kv.n_head_kv <= 0 || args.n_head % kv.n_head_kv)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
-  if (lossy::is_lossy(kv.format)) {  // E8 k2v2, q8, kivi2: attention_lossy.cu
-    void* scr = scratch(lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors));
-    lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_);
-    return;
+  // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
+  // which run on the tensor cores below (after attention_lossy.cu's prep: rotated queries).
+  const bool e8 = kv.format == KVFormat::E8 && lossy::e8_mma_ok(kv);
+  size_t lossy_bytes = 0;
+  if (lossy::is_lossy(kv.format)) {
+    lossy_bytes = (lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors) + 255) & ~(size_t)255;
+    if (!e8) {
+      void* scr = scratch(lossy_bytes);
+      lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,
+                       false);
+      return;
+    }
   }
-  if (kv.format != KVFormat::BF16 && !gaac)
+  if (kv.format != KVFormat::BF16 && !gaac && !e8)
     throw Error("backend", "not_implemented",
                 strfmt("cuda attention: cache format %d is not implemented on CUDA (bf16, gaac, e8, q8, kivi2 are)",
                        (int)kv.format));
@@ -76,16 +85,19 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const int32_t n_split =
       std::max(1, std::min({kMaxSplit, max_chunks, (2 * info_.multiprocessors + units - 1) / units}));
   uint32_t warp_bytes = 0;
-  const size_t smem = attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes);
+  const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split)
+                         : attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes);
   if (smem > (size_t)max_dynamic_smem(device_))
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %zu bytes of shared memory needed (head dim %d, GAAC staging %u), the "
                        "device allows %d", smem, kv.head_dim_v, half_bytes, max_dynamic_smem(device_)));
 
+  // Scratch: an E8 cache's prep output (lossy_bytes: its rotated queries first), then the partials.
+  const size_t part_bytes = n_split > 1 ? (size_t)units * n_split * attn::kRowsPerGroup * (kv.head_dim_v + 2) * sizeof(float) : 0;
+  uint8_t* scr = static_cast<uint8_t*>(lossy_bytes + part_bytes ? scratch(lossy_bytes + part_bytes) : nullptr);
   float* part = nullptr;
   if (n_split > 1) {
-    part = static_cast<float*>(
-        scratch((size_t)units * n_split * attn::kRowsPerGroup * (kv.head_dim_v + 2) * sizeof(float)));
+    part = reinterpret_cast<float*>(scr + lossy_bytes);
     if (attn_counters_n_ < units) {  // arrival counters start at zero; the kernel leaves them so
       no_capture("growing the attention counters");
       ++epoch_;
@@ -98,13 +110,19 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
       attn_counters_n_ = units;
     }
   }
-  const attn::KernelArgs P{kv, args, seqs, q, out, part, attn_counters_, n_split, half_bytes, warp_bytes, dev_errors_};
+  if (e8)  // rotated queries (and attention_lossy.cu's kernel for any sequence of more than 16 rows)
+    lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,
+                     true);
+  const attn::KernelArgs P{kv,         args,        seqs,        q, out, part, attn_counters_, n_split, half_bytes,
+                           warp_bytes, dev_errors_, reinterpret_cast<const float*>(scr)};
   // Prefill-sized sequences: a thread block per row group of 16 (n_split alone, sized for decode,
   // gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler).
   const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
   const dim3 grid(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup), kv.n_head_kv,
                   n_seqs);
-  if (gaac)
+  if (e8)
+    attn::launch_attention_e8(kD, P, dim3(n_split, kv.n_head_kv, n_seqs), smem, stream_, device_);
+  else if (gaac)
     attn::launch_attention_gaac(kD, P, grid, smem, stream_, device_);
   else
     attn::launch_attention_bf16(kD, P, grid, smem, stream_, device_);

@@ -17,8 +17,11 @@
 // writes a partial (m, l, O) and a second kernel merges the splits. Larger (prefill) sequences:
 // each warp takes an R-row tile over its whole visible range and writes its rows itself.
 // Results equal the CPU's to float rounding (summation orders differ); tests/test_cuda_lossy.py.
+// E8 decode steps of head size 32, 64 or 128 run on the tensor cores instead
+// (kernels/attention_e8_mma.cuh): this file then makes their rotated queries only.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda_common.h"
 #include "kernels/attention_lossy.cuh"
@@ -162,8 +165,19 @@ size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, in
   return (units * kSplitRows * kv.head_dim_k + units * n_split * kSplitRows * (kv.head_dim_v + 2)) * sizeof(float);
 }
 
+bool e8_mma_ok(const KVLayerView& kv) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("GAACRT_CUDA_E8_MMA");
+    return !(e && e[0] == '0');
+  }();
+  const int32_t T = kv.tile_dim;
+  return enabled && kv.format == KVFormat::E8 && kv.n_half == 1 && (T == 32 || T == 64 || T == 128) &&
+         kv.head_dim_k == T && kv.head_dim_v == T && kv.slot_bytes[0] == e8_k_slot_bytes(T) &&
+         kv.slot_bytes[1] == e8_v_slot_bytes(T);
+}
+
 void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
-               float* out, void* scratch, int sms, int max_smem, cudaStream_t stream) {
+               float* out, void* scratch, int sms, int max_smem, cudaStream_t stream, bool decode_on_mma) {
   const int32_t T = kv.tile_dim;
   if (T < 32 || T > KV_TILE_MAX_DIM || T % 32 || kv.n_half < 1 || kv.n_half > 2 || (kv.n_half == 2 && T != 128) ||
       kv.head_dim_k != T * kv.n_half || kv.head_dim_v != T * kv.n_half)
@@ -176,9 +190,11 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   const size_t units = (size_t)n_seqs * kv.n_head_kv;
   float* q_rot = static_cast<float*>(scratch);
   float* part = q_rot + units * kSplitRows * kv.head_dim_k;
-  Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0};
+  Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0, decode_on_mma ? 1 : 0};
   const int32_t G = a.n_head / kv.n_head_kv;
   if (kv.format == KVFormat::E8) launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs), kThreads, 0, stream, P);
+  // Decode steps only (max_q known and small): the tensor-core kernel has every sequence.
+  if (decode_on_mma && a.max_q > 0 && (int64_t)a.max_q * G <= kSplitRows) return;
   // Prefill-sized sequences: a thread block per kW row tiles of R rows.
   const int32_t R = G == 1 ? 1 : (G == 2 ? 2 : 4);
   const int64_t max_rows = (int64_t)std::max(a.max_q, 0) * G;
@@ -188,7 +204,7 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
     case KVFormat::Q8: launch_q8(kv, G, P, grid, max_smem, stream); break;
     default: launch_kivi2(kv, G, P, grid, max_smem, stream); break;
   }
-  launch_kernel(reduce_kernel, dim3(kv.n_head_kv, n_seqs, kSplitRows), kThreads, 0, stream, P);
+  if (!decode_on_mma) launch_kernel(reduce_kernel, dim3(kv.n_head_kv, n_seqs, kSplitRows), kThreads, 0, stream, P);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -27,9 +27,18 @@ inline void check_e8_view(const KVLayerView& kv, int32_t T, const char* op) {
 // CPU backend's backends/cpu/kv_finalize_lossy.cpp); jobs live in device memory.
 void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cudaStream_t stream);
 
-// Device scratch attention() needs for a batch of n_seqs sequences on a GPU of `sms` SMs.
+// Device scratch attention() needs for a batch of n_seqs sequences on a GPU of `sms` SMs. For E8
+// it starts with the rotated queries of decode-sized sequences: [seq][kv-head][16 rows][dk] floats.
 size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms);
+// decode_on_mma: the sequences of at most 16 rows (decode steps) are the E8 tensor-core kernel's
+// (CudaBackend::attention launches it next, kernels/attention_e8_mma.cuh): only the rotated
+// queries are made for them here, and longer sequences attended.
 void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
-               float* out, void* scratch, int sms, int max_smem, cudaStream_t stream);
+               float* out, void* scratch, int sms, int max_smem, cudaStream_t stream, bool decode_on_mma);
+
+// Whether an E8 cache's decode steps run on the tensor-core kernel: head dims 32, 64 or 128 (one
+// tile per block) and the paper's slots. GAACRT_CUDA_E8_MMA=0 keeps them on the CUDA-core kernel
+// (for comparisons; read once).
+bool e8_mma_ok(const KVLayerView& kv);
 
 }  // namespace gaacrt::cuda::lossy

@@ -13,6 +13,7 @@
 #include "codec/scalar/q8_tile.h"
 #include "common/error.h"
 #include "kv/lossy_codecs.h"
+#include "e8_table.cuh"
 #include "entry_stream.cuh"
 
 namespace gaacrt::cuda::lossy::detail {
@@ -22,8 +23,6 @@ constexpr int kW = 4, kThreads = kW * 32, kStages = 3, kSplitRows = 16, kMaxSpli
 constexpr int kMinBlocks = 4;  // thread blocks per SM the register budget is cut for (<= 128 registers),
                                // except 4-row tiles of 96/128 channels (3: ~168 registers) and 256-dim heads (1)
 constexpr unsigned kFull = 0xffffffffu;
-
-static __device__ const uint32_t g_e8_table[E8_N_PROTO] = {GAACRT_E8_PACKED_WORDS};
 
 struct Args {
   KVLayerView kv;
@@ -35,6 +34,7 @@ struct Args {
   float* part;         // [seq][kv-head][n_split][16 rows][dv + 2]: O, then m, l
   int32_t n_split;
   uint32_t stage_bytes, warp_bytes;
+  int32_t skip_decode;  // 1: sequences of <= 16 rows are the E8 tensor-core kernel's (attention_e8_mma.cuh)
 };
 
 __device__ __forceinline__ float h2f(uint32_t bits16) { return __half2float(__ushort_as_half((unsigned short)bits16)); }
@@ -548,7 +548,7 @@ struct Attn {
     }
     // Decode-sized: split the visible blocks over the thread blocks, deal them to the warps
     // (blocks past n_split, there for prefill-sized sequences of the batch, have no share).
-    if (sp >= P.n_split) return;
+    if (sp >= P.n_split || P.skip_decode) return;
     const int32_t rs = D + 2;
     for (int32_t r0 = 0; r0 < n_rows; r0 += R) {
       load_queries(P, s, seq, kvh, r0, n_rows, kE8, rows, wbuf, qmu);

@@ -58,6 +58,7 @@ struct KernelArgs {
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
   uint32_t warp_bytes;  // shared bytes of one warp's buffers
   DeviceErrors* err;
+  const float* q_rot;  // E8 (attention_e8_mma.cuh): [seq][kv-head][16 rows][dk], rotated queries
 };
 
 // Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
@@ -69,6 +70,51 @@ __device__ inline void record_corrupt(DeviceErrors* err, int32_t layer, int32_t 
   e->block = block;
   __threadfence_system();
   e->code = 1;
+}
+
+// This lane's query row of an M-tile (rows r0 .. r0+3 of sequence s; lanes g and g + 4 share
+// row r0 + g % 4): its index R, whether it exists, where its query vector starts in P.q, its
+// position and the first key its window sees (-1 and 0 for a missing row: no key is visible).
+struct TileRow {
+  int32_t R;
+  bool valid;
+  int64_t q_off;
+  int32_t pos, lo;
+};
+__device__ __forceinline__ TileRow tile_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
+                                            int32_t n_rows) {
+  const int32_t G = P.a.n_head / P.kv.n_head_kv;
+  TileRow t;
+  t.R = r0 + (((threadIdx.x & 31) >> 2) & 3);
+  t.valid = t.R < n_rows;
+  const int32_t i = t.valid ? t.R / G : 0, gq = t.valid ? t.R % G : 0;
+  t.q_off = ((int64_t)(s.q_begin + i) * P.a.n_head + kvh * G + gq) * P.kv.head_dim_k;
+  t.pos = t.valid ? s.pos0 + i : -1;
+  t.lo = P.a.sliding_window > 0 ? max(0, t.pos - P.a.sliding_window + 1) : 0;
+  return t;
+}
+
+// This lane's A fragments of its query row qv (dk channels; zeros past them or when !valid),
+// split into three bf16 parts (see the header): rows g < 4 hold hi, g >= 4 mid, g + 8 lo.
+template <int kD>
+__device__ __forceinline__ void query_fragments(const float* qv, bool valid, int32_t dk, uint32_t (&qa)[kD / 16][4]) {
+  const int lane = threadIdx.x & 31, tig = lane & 3;
+  const bool upper = lane >= 16;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int c = 16 * kk + 2 * tig;
+    float x[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int ch = c + (u & 1) + 8 * (u >> 1);
+      x[u] = valid && ch < dk ? qv[ch] : 0.f;
+    }
+    const Split3 p0 = split3(x[0], x[1]), p1 = split3(x[2], x[3]);
+    qa[kk][0] = upper ? p0.mid : p0.hi;
+    qa[kk][1] = upper ? 0u : p0.lo;
+    qa[kk][2] = upper ? p1.mid : p1.hi;
+    qa[kk][3] = upper ? 0u : p1.lo;
+  }
 }
 
 // q·k of one block of 16 keys for this lane's query row: keys 0-7 (s[0]) and 8-15 (s[1]), two
@@ -94,18 +140,11 @@ __device__ __forceinline__ void block_scores(const uint16_t* kt, const uint32_t 
   }
 }
 
-// Online softmax and weighted values of one block of 16 keys (visible keys lo..pos; log2 domain:
-// m and the scores are in units of log2), given its q·k accumulators.
-template <int kD>
-__device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint16_t* vt, int32_t b, int32_t pos,
-                                           int32_t lo, float (&o)[kD / 8][4], float& m, float& l,
-                                           const AttentionArgs& a) {
-  constexpr int kRow = TileGeom<kD>::kRow;
-  const int lane = threadIdx.x & 31, tig = lane & 3, mi = lane >> 3, ri = lane & 7;
-  const bool upper = lane >= 16;
-  // Parts: rows g (hi on lanes < 16, mid on lanes >= 16) and g + 8 (lo, or zero rows): own two
-  // plus the partner lane's two. Both lanes get the same bits (a + b == b + a).
-  float sc[4];
+// A block's q·k accumulators summed over the three parts, as this lane's scores of keys
+// 2t, 2t+1, 2t+8, 2t+9 (t = lane % 4). Parts: rows g (hi on lanes < 16, mid on lanes >= 16) and
+// g + 8 (lo, or zero rows): own two plus the partner lane's two. Both lanes get the same bits
+// (a + b == b + a).
+__device__ __forceinline__ void sum_score_parts(const float (&s)[2][2][4], float (&sc)[4]) {
 #pragma unroll
   for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -113,6 +152,16 @@ __device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint
       const float x = (s[n][0][c] + s[n][1][c]) + (s[n][0][c + 2] + s[n][1][c + 2]);
       sc[2 * n + c] = x + __shfl_xor_sync(kFull, x, 16);
     }
+}
+
+// Online softmax step of one block of 16 keys (visible keys lo..pos; log2 domain: m and the
+// scores are in units of log2): masks and scales this lane's scores sc, turns them into the
+// weights p, updates m and l, rescales o and returns the factor it applied.
+template <int kD>
+__device__ __forceinline__ float softmax_block(float (&sc)[4], int32_t b, int32_t pos, int32_t lo,
+                                               float (&o)[kD / 8][4], float& m, float& l, const AttentionArgs& a,
+                                               float (&p)[4]) {
+  const int tig = threadIdx.x & 3;
   const int32_t kb = b * KV_BLOCK_TOKENS + 2 * tig;
   float bmax = -INFINITY;
 #pragma unroll
@@ -128,7 +177,7 @@ __device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
   const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
   const float corr = exp2f(m - mref);  // 0 until the first visible key (m = -inf)
-  float p[4], rs = 0.f;
+  float rs = 0.f;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     p[j] = exp2f(sc[j] - mref);
@@ -146,17 +195,49 @@ __device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint
 #pragma unroll
       for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
   }
-  // p as the A operand: the score accumulators' layout is the A layout (keys 2t,2t+1 and +8).
-  const Split3 pa = split3(p[0], p[1]), pb = split3(p[2], p[3]);
-  const uint32_t pf[4] = {upper ? pa.mid : pa.hi, upper ? 0u : pa.lo, upper ? pb.mid : pb.hi, upper ? 0u : pb.lo};
+  return corr;
+}
+
+// Weights w of this lane's keys (2t, 2t+1, 2t+8, 2t+9) as the A operand of p·v, in three parts:
+// the score accumulators' layout is the A layout.
+__device__ __forceinline__ void weights_a(const float (&w)[4], uint32_t (&pf)[4]) {
+  const bool upper = (threadIdx.x & 31) >= 16;
+  const Split3 pa = split3(w[0], w[1]), pb = split3(w[2], w[3]);
+  pf[0] = upper ? pa.mid : pa.hi;
+  pf[1] = upper ? 0u : pa.lo;
+  pf[2] = upper ? pb.mid : pb.hi;
+  pf[3] = upper ? 0u : pb.lo;
+}
+
+// o += pf · V for the value columns of n-tile pairs np0 .. np1-1 (16 columns each; constants
+// after unrolling) of a block's BF16 rows vt.
+template <int kD>
+__device__ __forceinline__ void pv_block(const uint32_t (&pf)[4], const uint16_t* vt, float (&o)[kD / 8][4],
+                                         int np0 = 0, int np1 = kD / 16) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
   const uint16_t* vp = vt + (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
 #pragma unroll
   for (int np = 0; np < kD / 16; ++np) {
+    if (np < np0 || np >= np1) continue;
     uint32_t r[4];
     ldmatrix_x4_trans(r, vp + 16 * np);
     mma_bf16(o[2 * np], pf, r[0], r[1]);
     mma_bf16(o[2 * np + 1], pf, r[2], r[3]);
   }
+}
+
+// Online softmax and weighted values of one block of 16 keys, given its q·k accumulators.
+template <int kD>
+__device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint16_t* vt, int32_t b, int32_t pos,
+                                           int32_t lo, float (&o)[kD / 8][4], float& m, float& l,
+                                           const AttentionArgs& a) {
+  float sc[4], p[4];
+  uint32_t pf[4];
+  sum_score_parts(s, sc);
+  softmax_block<kD>(sc, b, pos, lo, o, m, l, a, p);
+  weights_a(p, pf);
+  pv_block<kD>(pf, vt, o);
 }
 
 // Scores, online softmax and weighted values of one block of 16 keys.
@@ -205,34 +286,13 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
                                          float& m, float& l) {
   constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>(), kT = TileGeom<kD>::kTiles;
   const KVLayerView& kv = P.kv;
-  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-  const bool upper = lane >= 16;
-  const int32_t G = P.a.n_head / kv.n_head_kv, dk = kv.head_dim_k;
-  const int32_t R = r0 + (g & 3);
-  const bool valid = R < n_rows;
-  const int32_t i = valid ? R / G : 0, gq = valid ? R % G : 0;
-  const int32_t pos = valid ? s.pos0 + i : -1;  // -1: no key is visible
-  const int32_t lo = P.a.sliding_window > 0 ? max(0, pos - P.a.sliding_window + 1) : 0;
-  const int32_t len = s.pos0 + s.n_q;  // tokens in the cache
+  const int lane = threadIdx.x & 31;
+  const int32_t dk = kv.head_dim_k;
+  const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
+  const int32_t pos = tr.pos, lo = tr.lo, len = s.pos0 + s.n_q;  // len: tokens in the cache
 
-  // Query fragments, split into three bf16 parts (see the header).
   uint32_t qa[kD / 16][4];
-  const float* qv = P.q + ((int64_t)(s.q_begin + i) * P.a.n_head + kvh * G + gq) * dk;
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const int c = 16 * kk + 2 * tig;
-    float x[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int ch = c + (u & 1) + 8 * (u >> 1);
-      x[u] = valid && ch < dk ? qv[ch] : 0.f;
-    }
-    const Split3 p0 = split3(x[0], x[1]), p1 = split3(x[2], x[3]);
-    qa[kk][0] = upper ? p0.mid : p0.hi;
-    qa[kk][1] = upper ? 0u : p0.lo;
-    qa[kk][2] = upper ? p1.mid : p1.hi;
-    qa[kk][3] = upper ? 0u : p1.lo;
-  }
+  query_fragments<kD>(P.q + tr.q_off, tr.valid, dk, qa);
 #pragma unroll
   for (int nt = 0; nt < kD / 8; ++nt)
 #pragma unroll
@@ -360,11 +420,103 @@ __device__ __forceinline__ DecodeSplit decode_split(const AttnSeq& s, int32_t n_
                      (c1 - c0 + per - 1) / per};
 }
 
+// Decode-sized sequences, after each warp ran its M-tile over its key group (state m, l and the
+// summed parts oc): merges the warps in shared memory (key-group order), then either writes the
+// output (one live split) or this thread block's partial, and the last thread block of the
+// (sequence, kv-head) to arrive merges every live split's partial in split order. Shared by the
+// kernels of attention_mma.cuh and attention_e8_mma.cuh (the same merge order, so the same bits).
+template <int kD>
+__device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
+                                              int32_t n_rows, const DecodeSplit& ds, int n_mt, int n_kg, float m,
+                                              float l, const float (&oc)[kD / 8][2], uint8_t* smem) {
+  __shared__ int s_last;
+  const KVLayerView& kv = P.kv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
+  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
+  // Warps' states -> shared [warp][4 rows][dv + 2] (m, l, O), merged in key-group order.
+  cp_async_wait<0>();
+  __syncthreads();
+  const int rs = dv + 2;
+  float* ws = reinterpret_cast<float*>(smem);
+  if (lane < 16) {
+    float* w = ws + (warp * kRowsPerTile + (lane >> 2)) * rs;
+    if (tig == 0) {
+      w[0] = m;
+      w[1] = l;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const int ch = 8 * nt + 2 * tig;
+      if (ch < dv) w[2 + ch] = oc[nt][0];
+      if (ch + 1 < dv) w[3 + ch] = oc[nt][1];
+    }
+  }
+  __syncthreads();
+  const int64_t unit = (int64_t)blockIdx.z * kv.n_head_kv + kvh;
+  for (int e = threadIdx.x; e < n_rows * rs; e += kThreads) {
+    const int R = e / rs, c = e % rs, base = (R / kRowsPerTile) * kRowsPerTile + R % kRowsPerTile;
+    float M = -INFINITY;
+    for (int k = 0; k < n_kg; ++k) M = fmaxf(M, ws[(base + k * n_mt * kRowsPerTile) * rs]);
+    float L = 0.f, acc = 0.f;
+    for (int k = 0; k < n_kg; ++k) {
+      const float* w = ws + (base + k * n_mt * kRowsPerTile) * rs;
+      const float f = w[0] == -INFINITY ? 0.f : exp2f(w[0] - M);
+      L += w[1] * f;
+      acc += w[c] * f;
+    }
+    if (ds.n_live == 1) {  // one split holds every key: it writes the output itself
+      if (c >= 2)
+        P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c - 2] = L > 0.f ? acc / L : 0.f;
+    } else {
+      P.part[((unit * P.n_split + split) * kRowsPerGroup + R) * rs + c] = c == 0 ? M : (c == 1 ? L : acc);
+    }
+  }
+  if (ds.n_live == 1) return;
+
+  // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == ds.n_live - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  const int ns = ds.n_live;  // partials keep their P.n_split stride
+  float* fm = reinterpret_cast<float*>(smem);  // [n_rows][ns] m, then l, then 1/L per row
+  float* fl = fm + n_rows * ns;
+  float* inv = fl + n_rows * ns;
+  const float* pu = P.part + unit * P.n_split * kRowsPerGroup * rs;
+  for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
+    const int R = e / ns, sp = e % ns;
+    fm[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs);
+    fl[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < n_rows) {
+    const int R = threadIdx.x;
+    float M = -INFINITY, L = 0.f;
+    for (int sp = 0; sp < ns; ++sp) M = fmaxf(M, fm[R * ns + sp]);
+    for (int sp = 0; sp < ns; ++sp) {
+      const float f = fm[R * ns + sp] == -INFINITY ? 0.f : exp2f(fm[R * ns + sp] - M);
+      fm[R * ns + sp] = f;  // now the split's weight
+      L += fl[R * ns + sp] * f;
+    }
+    inv[R] = L > 0.f ? 1.f / L : 0.f;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < n_rows * dv; e += kThreads) {
+    const int R = e / dv, c = e % dv;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int sp = 0; sp < ns; ++sp) acc += __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 2 + c) * fm[R * ns + sp];
+    P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc * inv[R];
+  }
+  if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
+}
+
 template <int kD, bool kGaac>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kernel(const KernelArgs P) {
   pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ int s_last;
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
   constexpr int kR = TileGeom<kD>::kRounds;
   const KVLayerView& kv = P.kv;
@@ -452,84 +604,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   run_rows<kD, kGaac>(P, s, kvh, kRowsPerTile * mt, n_rows, ds.B0 + kg, B1, n_kg, wbase, GL, b3, b4, o, m, l);
   sum_parts<kD>(o, oc);
 
-  // Warps' states -> shared [warp][4 rows][dv + 2] (m, l, O), merged in key-group order.
-  cp_async_wait<0>();
-  __syncthreads();
-  const int rs = dv + 2;
-  float* ws = reinterpret_cast<float*>(smem);
-  if (lane < 16) {
-    float* w = ws + (warp * kRowsPerTile + (lane >> 2)) * rs;
-    if (tig == 0) {
-      w[0] = m;
-      w[1] = l;
-    }
-#pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt) {
-      const int ch = 8 * nt + 2 * tig;
-      if (ch < dv) w[2 + ch] = oc[nt][0];
-      if (ch + 1 < dv) w[3 + ch] = oc[nt][1];
-    }
-  }
-  __syncthreads();
-  const int64_t unit = (int64_t)blockIdx.z * kv.n_head_kv + kvh;
-  for (int e = threadIdx.x; e < n_rows * rs; e += kThreads) {
-    const int R = e / rs, c = e % rs, base = (R / kRowsPerTile) * kRowsPerTile + R % kRowsPerTile;
-    float M = -INFINITY;
-    for (int k = 0; k < n_kg; ++k) M = fmaxf(M, ws[(base + k * n_mt * kRowsPerTile) * rs]);
-    float L = 0.f, acc = 0.f;
-    for (int k = 0; k < n_kg; ++k) {
-      const float* w = ws + (base + k * n_mt * kRowsPerTile) * rs;
-      const float f = w[0] == -INFINITY ? 0.f : exp2f(w[0] - M);
-      L += w[1] * f;
-      acc += w[c] * f;
-    }
-    if (ds.n_live == 1) {  // one split holds every key: it writes the output itself
-      if (c >= 2)
-        P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c - 2] = L > 0.f ? acc / L : 0.f;
-    } else {
-      P.part[((unit * P.n_split + split) * kRowsPerGroup + R) * rs + c] = c == 0 ? M : (c == 1 ? L : acc);
-    }
-  }
-  if (ds.n_live == 1) return;
-
-  // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == ds.n_live - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  const int ns = ds.n_live;  // partials keep their P.n_split stride
-  float* fm = reinterpret_cast<float*>(smem);  // [n_rows][ns] m, then l, then 1/L per row
-  float* fl = fm + n_rows * ns;
-  float* inv = fl + n_rows * ns;
-  const float* pu = P.part + unit * P.n_split * kRowsPerGroup * rs;
-  for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
-    const int R = e / ns, sp = e % ns;
-    fm[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs);
-    fl[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 1);
-  }
-  __syncthreads();
-  if (threadIdx.x < n_rows) {
-    const int R = threadIdx.x;
-    float M = -INFINITY, L = 0.f;
-    for (int sp = 0; sp < ns; ++sp) M = fmaxf(M, fm[R * ns + sp]);
-    for (int sp = 0; sp < ns; ++sp) {
-      const float f = fm[R * ns + sp] == -INFINITY ? 0.f : exp2f(fm[R * ns + sp] - M);
-      fm[R * ns + sp] = f;  // now the split's weight
-      L += fl[R * ns + sp] * f;
-    }
-    inv[R] = L > 0.f ? 1.f / L : 0.f;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < n_rows * dv; e += kThreads) {
-    const int R = e / dv, c = e % dv;
-    float acc = 0.f;
-#pragma unroll 8
-    for (int sp = 0; sp < ns; ++sp) acc += __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 2 + c) * fm[R * ns + sp];
-    P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc * inv[R];
-  }
-  if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
+  finish_decode<kD>(P, s, kvh, split, n_rows, ds, n_mt, n_kg, m, l, oc, smem);
 }
 
 // Shared bytes the kernel needs for head size kD: the warps' buffers, or the merges' scratch if
@@ -546,17 +621,23 @@ inline size_t smem_bytes(int kD, bool gaac, int32_t n_half, uint32_t half_bytes,
   return s > merge_b ? s : merge_b;
 }
 
-// Launches the kernel of one head size (raising the dynamic shared-memory limit the first time a
-// device needs more than the default 48 KB for it).
-template <int kD, bool kGaac>
-inline void launch_one(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
+// Launches an attention kernel (raising its dynamic shared-memory limit the first time a device
+// needs more than the default 48 KB for it). The kernel is a template argument so that each one
+// keeps its own record of what was allowed (the attribute is per kernel).
+template <void (*kKernel)(const KernelArgs)>
+inline void launch_attention_kernel(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
   static size_t allowed[64] = {};
   if (smem > 48 * 1024 && (device < 0 || device >= 64 || allowed[device] < smem)) {
-    GAACRT_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<kD, kGaac>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    GAACRT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     if (device >= 0 && device < 64) allowed[device] = smem;
   }
-  launch_kernel(attention_mma_kernel<kD, kGaac>, grid, kThreads, smem, stream, P);
+  launch_kernel(kKernel, grid, kThreads, smem, stream, P);
+}
+
+// Launches the kernel of one head size.
+template <int kD, bool kGaac>
+inline void launch_one(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
+  launch_attention_kernel<attention_mma_kernel<kD, kGaac>>(P, grid, smem, stream, device);
 }
 
 template <bool kGaac>
@@ -570,8 +651,11 @@ inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cud
   }
 }
 
-// Defined in attention_bf16.cu / attention_gaac.cu (two files: nvcc builds them in parallel).
+// Defined in attention_bf16.cu / attention_gaac.cu / attention_e8.cu (separate files: nvcc builds
+// them in parallel). The E8 kernel (kernels/attention_e8_mma.cuh) takes decode-sized sequences of
+// head size 32, 64 or 128 and needs P.q_rot.
 void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+void launch_attention_e8(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 
 }  // namespace gaacrt::cuda::attn

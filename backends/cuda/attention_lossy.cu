@@ -32,13 +32,15 @@ namespace {
 
 using namespace detail;
 
-// E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head). R is
-// read once per thread block, coalesced, 16 columns at a time through shared memory.
+// E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head). Grid
+// (kv-heads, sequences, d / 32): a thread block makes 32 dims of q~; thread (i, part) sums row i
+// of R over the column chunks (4 floats) part, part + 4, ... against every row, and the four
+// parts meet by shuffles. All of a thread's loads of R are independent (one latency, not one per
+// chunk: the first version, a loop of load-then-store through shared memory, took 55 µs).
 __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   pdl_begin();
-  constexpr int kCols = 16, kMaxD = 256;
-  __shared__ float rs[kMaxD][kCols + 1];
-  __shared__ float qs[kSplitRows][kMaxD];
+  constexpr int kMaxD = 256, kDims = 32, kParts = 4;
+  __shared__ __align__(16) float qs[kSplitRows][kMaxD];
   const KVLayerView& kv = P.kv;
   const int32_t kvh = blockIdx.x, seq = blockIdx.y, d = kv.head_dim_k, tid = threadIdx.x;
   const AttnSeq s = P.seqs[seq];
@@ -46,42 +48,51 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   if (n_rows > kSplitRows) return;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
   const float* scl = st.scale ? st.scale + (size_t)kvh * d : nullptr;  // centering: q~ = R (scale * q)
-  for (int32_t e = tid; e < n_rows * d; e += kThreads) {
-    const int32_t r = e / d, c = e % d;
+#pragma unroll 8  // independent loads in flight together
+  for (int k = 0; k < kSplitRows * kMaxD / kThreads; ++k) {
+    const int32_t e = tid + k * kThreads, r = e / d, c = e % d;
+    if (e >= n_rows * d) break;
     const float x = P.q[((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * d + c];
     qs[r][c] = scl ? __fmul_rn(x, scl[c]) : x;
   }
-  float y[2][kSplitRows];
+  __syncthreads();
+  const int part = tid % kParts;
+  const int32_t i = blockIdx.z * kDims + tid / kParts;
+  float y[kSplitRows];
 #pragma unroll
-  for (int k = 0; k < 2; ++k)
+  for (int r = 0; r < kSplitRows; ++r) y[r] = 0.f;
+  if (i < d) {
+    const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * d);
+    constexpr int kMaxChunks = kMaxD / 4 / kParts;
+    float4 rv[kMaxChunks];
 #pragma unroll
-    for (int r = 0; r < kSplitRows; ++r) y[k][r] = 0.f;
-  for (int32_t c0 = 0; c0 < d; c0 += kCols) {
-    __syncthreads();
-    for (int32_t e = tid; e < d * kCols; e += kThreads) rs[e / kCols][e % kCols] = st.rot[(size_t)(e / kCols) * d + c0 + e % kCols];
-    __syncthreads();
+    for (int j = 0; j < kMaxChunks; ++j)
+      if (4 * (part + kParts * j) < d) rv[j] = Ri[part + kParts * j];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int32_t i = tid + k * kThreads;
-      if (i >= d) continue;
+    for (int j = 0; j < kMaxChunks; ++j) {
+      const int32_t c = 4 * (part + kParts * j);
+      if (c >= d) break;
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const float rc = rs[i][c];
-#pragma unroll
-        for (int r = 0; r < kSplitRows; ++r)
-          if (r < n_rows) y[k][r] = __fmaf_rn(rc, qs[r][c0 + c], y[k][r]);
+      for (int r = 0; r < kSplitRows; ++r) {
+        if (r >= n_rows) break;
+        const float4 qv = *reinterpret_cast<const float4*>(&qs[r][c]);
+        y[r] = __fmaf_rn(rv[j].x, qv.x, y[r]);
+        y[r] = __fmaf_rn(rv[j].y, qv.y, y[r]);
+        y[r] = __fmaf_rn(rv[j].z, qv.z, y[r]);
+        y[r] = __fmaf_rn(rv[j].w, qv.w, y[r]);
       }
     }
   }
-  float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * kSplitRows * d;
 #pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int32_t i = tid + k * kThreads;
-    if (i >= d) continue;
+  for (int r = 0; r < kSplitRows; ++r) {
+    y[r] += __shfl_xor_sync(kFull, y[r], 1);
+    y[r] += __shfl_xor_sync(kFull, y[r], 2);
+  }
+  float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * kSplitRows * d;
+  if (part == 0 && i < d)
 #pragma unroll
     for (int r = 0; r < kSplitRows; ++r)
-      if (r < n_rows) dst[r * d + i] = y[k][r];
-  }
+      if (r < n_rows) dst[r * d + i] = y[r];
 }
 
 // Decode-sized sequences: merges the n_split partials of one row per thread block (grid z =
@@ -192,7 +203,8 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   float* part = q_rot + units * kSplitRows * kv.head_dim_k;
   Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0, decode_on_mma ? 1 : 0};
   const int32_t G = a.n_head / kv.n_head_kv;
-  if (kv.format == KVFormat::E8) launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs), kThreads, 0, stream, P);
+  if (kv.format == KVFormat::E8)
+    launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32), kThreads, 0, stream, P);
   // Decode steps only (max_q known and small): the tensor-core kernel has every sequence.
   if (decode_on_mma && a.max_q > 0 && (int64_t)a.max_q * G <= kSplitRows) return;
   // Prefill-sized sequences: a thread block per kW row tiles of R rows.

@@ -16,11 +16,13 @@
 //     token's scale n_t / alpha (and global centering's q~·mean~) is applied to the scores.
 //   * values: v = z + D q (fp16 z, D per token and group of 32 channels; 2-bit q) is not exact in
 //     bf16, so p·v is split: Σ_t p_t v_t = Σ_t (4 p_t D_t) c_t + Σ_t p_t (z_t - 4 D_t), with the
-//     code as c = 1 + q/4 (exact in bf16: the 2 bits dropped into the mantissa, one multiply and
-//     one lop3 per pair). The first sum is mma.sync with the weights 4 p D of each group as the A
+//     code as c = 1 + q/4 (exact in bf16: the 2 bits dropped into the mantissa, one shift and
+//     one lop3 per pair, which is why a tile column pair holds channels c and c + 8: see
+//     decode_v2_slot). The first sum is mma.sync with the weights 4 p D of each group as the A
 //     operand (three bf16 parts: exact to fp32); the second is a few fp32 products per lane.
-// Raw BF16 pages of the window (the newest blocks) are copied as they are and scored against the
-// unrotated query. Results equal the CPU's to float rounding (tests/test_cuda_lossy.py).
+// Raw BF16 pages of the window (the newest blocks) are copied (values in the same column order)
+// and scored against the unrotated query. Results equal the CPU's to float rounding
+// (tests/test_cuda_lossy.py).
 // Decode-sized sequences (<= 16 rows) only, head dims 32, 64 and 128 (one tile per block); the
 // rest of an E8 cache's work is attention_lossy.cu's.
 #pragma once
@@ -43,8 +45,9 @@ struct E8Geom {
   static constexpr uint32_t kSlotV = 6 * kD;                        // v2_slot_bytes(kD)
   static constexpr uint32_t kStage = kSlotK + kSlotV;
   static constexpr uint32_t kRing = (kE8Stages * 2 * 4 + 15) & ~15u;  // the in-flight blocks' entries
-  // Per warp: the stages, the decoded K and V tiles, the ring.
-  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + 2 * TileGeom<kD>::kTileBytes + kRing;
+  static constexpr uint32_t kParams = KV_BLOCK_TOKENS * (kD / ASYM2_VGROUP) * 8;  // float2 (4D, z - 4D)
+  // Per warp: the stages, the decoded K and V tiles, the value parameters, the ring.
+  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + 2 * TileGeom<kD>::kTileBytes + kParams + kRing;
   static_assert(kStage % 16 == 0 && TileGeom<kD>::kTileBytes % 16 == 0, "16-byte aligned pieces");
 };
 
@@ -77,12 +80,16 @@ __device__ __forceinline__ void decode_e8_keys(const uint8_t* sk, const uint32_t
   }
 }
 
-// A value slot's 2-bit codes as c = 1 + q/4 into BF16 rows vt: lane l takes token l / 2,
-// channels (l % 2) kD/2 .. + kD/2 - 1 (kD/8 bytes).
+// A value slot into the warp's buffers: its 2-bit codes as c = 1 + q/4 into BF16 rows vt, and
+// per (token, group) the floats (4D, z - 4D) into vp. Code word w (16 codes, channels 16w ..
+// 16w + 15, code k at bits 2k) gives pair k = channels (16w + k, 16w + k + 8) with one shift and
+// one lop3 (bits 2k and 2k + 16 to 5 and 21): the tile's columns 16w + 2k, +1 hold those
+// channels (finish_decode's kPairsV puts them back in order). Lane l takes token l / 2, words
+// (l % 2) kD/32 .. + kD/32 - 1, and the parameters of groups (l % 2) kG/2 ...
 template <int kD>
-__device__ __forceinline__ void decode_v2_codes(const uint8_t* sv, uint16_t* vt) {
-  constexpr int kRow = TileGeom<kD>::kRow, kWords = kD / 32;
-  const int lane = threadIdx.x & 31, t = lane >> 1, c0 = (lane & 1) * (kD / 2);
+__device__ __forceinline__ void decode_v2_slot(const uint8_t* sv, uint16_t* vt, float2* vp) {
+  constexpr int kRow = TileGeom<kD>::kRow, kWords = kD / 32, kGroups = kD / ASYM2_VGROUP;
+  const int lane = threadIdx.x & 31, t = lane >> 1, h = lane & 1;
   const uint32_t* src = reinterpret_cast<const uint32_t*>(sv + lane * (kD / 8));
 #pragma unroll
   for (int wi = 0; wi < kWords; ++wi) {
@@ -90,11 +97,45 @@ __device__ __forceinline__ void decode_v2_codes(const uint8_t* sv, uint16_t* vt)
     uint32_t pr[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      // Codes 2k, 2k+1 (a nibble) to bits 5-6 and 21-22: the multiply places two copies.
-      const uint32_t nib = (wd >> (4 * k)) & 0xFu;
-      pr[k] = ((nib * 0x00080020u) & 0x00600060u) | 0x3F803F80u;
+      const uint32_t x = k <= 2 ? wd << (5 - 2 * k) : wd >> (2 * k - 5);
+      pr[k] = (x & 0x00600060u) | 0x3F803F80u;
     }
-    uint4* dst = reinterpret_cast<uint4*>(vt + t * kRow + c0 + 16 * wi);
+    uint4* dst = reinterpret_cast<uint4*>(vt + t * kRow + h * (kD / 2) + 16 * wi);
+    dst[0] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
+    dst[1] = make_uint4(pr[4], pr[5], pr[6], pr[7]);
+  }
+#pragma unroll
+  for (int a = h; a < kGroups; a += 2) {
+    const uint32_t pw = *reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, t, a));
+    const float2 dz = __half22float2(*reinterpret_cast<const __half2*>(&pw));  // (D, z)
+    const float d4 = 4.f * dz.x;
+    vp[t * kGroups + a] = make_float2(d4, dz.y - d4);
+  }
+}
+
+// A raw BF16 value page (or zeros, src == nullptr) into vt in decode_v2_slot's column order:
+// columns 16w + 2k, +1 hold channels 16w + k and 16w + k + 8.
+template <int kD>
+__device__ __forceinline__ void copy_v_page_pairs(const uint8_t* src, uint16_t* vt) {
+  constexpr int kRow = TileGeom<kD>::kRow, kPerRow = kD / 16;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < KV_BLOCK_TOKENS * kPerRow / 32; ++k) {
+    const int u = lane + 32 * k, t = u / kPerRow, w = u % kPerRow;
+    uint4 a = make_uint4(0, 0, 0, 0), b = a;
+    if (src) {
+      const uint4* p = reinterpret_cast<const uint4*>(src + (t * kD + 16 * w) * 2);
+      a = p[0];  // channels 16w .. 16w + 7
+      b = p[1];  // channels 16w + 8 .. 16w + 15
+    }
+    const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+    uint32_t pr[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      pr[2 * j] = __byte_perm(aw[j], bw[j], 0x5410);      // low halves: channels 2j and 2j + 8
+      pr[2 * j + 1] = __byte_perm(aw[j], bw[j], 0x7632);  // high halves: 2j + 1 and 2j + 9
+    }
+    uint4* dst = reinterpret_cast<uint4*>(vt + t * kRow + 16 * w);
     dst[0] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
     dst[1] = make_uint4(pr[4], pr[5], pr[6], pr[7]);
   }
@@ -115,10 +156,10 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
   const int32_t len = s.pos0 + s.n_q;  // tokens in the cache
 
-  // Raw pages meet q, slots the rotated q~ (and, with global centering, q~·mean~ per score).
-  uint32_t qa[kD / 16][4], qr[kD / 16][4];
+  // Slots meet the rotated q~ (and, with global centering, q~·mean~ per score), raw pages q
+  // (fragments made when such a block comes: the few newest blocks; registers are the limit).
+  uint32_t qr[kD / 16][4];
   const float* qrv = P.q_rot + (((int64_t)blockIdx.z * kv.n_head_kv + kvh) * kRowsPerGroup + (tr.valid ? tr.R : 0)) * kD;
-  query_fragments<kD>(P.q + tr.q_off, tr.valid, kD, qa);
   query_fragments<kD>(qrv, tr.valid, kD, qr);
   float cadd = 0.f;
   if (st.mean_rot != nullptr && tr.valid) {
@@ -140,7 +181,8 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
 
   uint16_t* kt = reinterpret_cast<uint16_t*>(wbase + kS * Geo::kStage);
   uint16_t* vt = kt + KV_BLOCK_TOKENS * kRow;
-  uint32_t* ents = reinterpret_cast<uint32_t*>(vt + KV_BLOCK_TOKENS * kRow);  // [kS][2]
+  float2* vp = reinterpret_cast<float2*>(vt + KV_BLOCK_TOKENS * kRow);                // [16][kGroups]
+  uint32_t* ents = reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(vp) + Geo::kParams);  // [kS][2]
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
 
   // Issues block `it` (entries e: K, V) into stage it % kS: slots by cp.async, raw pages warmed
@@ -197,17 +239,20 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
     else  // raw page, or zeros for a released one (never visible)
       copy_page_sync<kD>(ek == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)ek * kv.page_bytes, kD, 0, kt, lane, 32);
     if (v_slot)
-      decode_v2_codes<kD>(sv, vt);
+      decode_v2_slot<kD>(sv, vt, vp);
     else
-      copy_page_sync<kD>(ev == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)ev * kv.page_bytes, kD, 0, vt, lane, 32);
+      copy_v_page_pairs<kD>(ev == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)ev * kv.page_bytes, vt);
     __syncwarp();
     if (!v_slot) zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
 
     float s4[2][2][4], sc[4], p[4];
-    if (k_slot)
+    if (k_slot) {
       block_scores<kD>(kt, qr, s4);
-    else
+    } else {
+      uint32_t qa[kD / 16][4];
+      query_fragments<kD>(P.q + tr.q_off, tr.valid, kD, qa);
       block_scores<kD>(kt, qa, s4);
+    }
     sum_score_parts(s4, sc);
     if (k_slot)
 #pragma unroll
@@ -224,12 +269,9 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
         float w[4], zs = 0.f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int key = 2 * tig + (j & 1) + 8 * (j >> 1);
-          const uint32_t pw = *reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, key, a));
-          const float2 dz = __half22float2(*reinterpret_cast<const __half2*>(&pw));  // (D, z)
-          const float d4 = 4.f * dz.x;
-          w[j] = p[j] * d4;
-          zs = __fmaf_rn(p[j], dz.y - d4, zs);
+          const float2 dz = vp[(2 * tig + (j & 1) + 8 * (j >> 1)) * kGroups + a];  // (4D, z - 4D)
+          w[j] = p[j] * dz.x;
+          zs = __fmaf_rn(p[j], dz.y, zs);
         }
         zs += __shfl_xor_sync(kFull, zs, 1);
         zs += __shfl_xor_sync(kFull, zs, 2);
@@ -280,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_e8_mma_kernel(const Ker
   run_rows_e8<kD>(P, s, kvh, kRowsPerTile * mt, n_rows, ds.B0 + kg, B1, n_kg,
                   smem + E8_N_PROTO * 4 + warp * E8Geom<kD>::kWarpBytes, tab, o, m, l);
   sum_parts<kD>(o, oc);
-  finish_decode<kD>(P, s, kvh, split, n_rows, ds, n_mt, n_kg, m, l, oc, smem);
+  finish_decode<kD, true>(P, s, kvh, split, n_rows, ds, n_mt, n_kg, m, l, oc, smem);
 }
 
 // Shared bytes of the E8 kernel for head size kD (the table and the warps' buffers, or the merges'

@@ -425,7 +425,9 @@ __device__ __forceinline__ DecodeSplit decode_split(const AttnSeq& s, int32_t n_
 // output (one live split) or this thread block's partial, and the last thread block of the
 // (sequence, kv-head) to arrive merges every live split's partial in split order. Shared by the
 // kernels of attention_mma.cuh and attention_e8_mma.cuh (the same merge order, so the same bits).
-template <int kD>
+// kPairsV: the value tile's columns hold channels (c, c + 8) side by side within each 16 (the E8
+// loader's order, attention_e8_mma.cuh); the merge puts them back in channel order.
+template <int kD, bool kPairsV = false>
 __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                               int32_t n_rows, const DecodeSplit& ds, int n_mt, int n_kg, float m,
                                               float l, const float (&oc)[kD / 8][2], uint8_t* smem) {
@@ -446,9 +448,10 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
     }
 #pragma unroll
     for (int nt = 0; nt < kD / 8; ++nt) {
-      const int ch = 8 * nt + 2 * tig;
-      if (ch < dv) w[2 + ch] = oc[nt][0];
-      if (ch + 1 < dv) w[3 + ch] = oc[nt][1];
+      const int col = 8 * nt + 2 * tig;  // columns col, col + 1
+      const int c0 = kPairsV ? (col & ~15) + ((col & 15) >> 1) : col, c1 = kPairsV ? c0 + 8 : col + 1;
+      if (c0 < dv) w[2 + c0] = oc[nt][0];
+      if (c1 < dv) w[2 + c1] = oc[nt][1];
     }
   }
   __syncthreads();

@@ -46,23 +46,37 @@ struct E8Geom {
   static constexpr uint32_t kStage = kSlotK + kSlotV;
   static constexpr uint32_t kRing = (kE8Stages * 2 * 4 + 15) & ~15u;  // the in-flight blocks' entries
   static constexpr uint32_t kParams = KV_BLOCK_TOKENS * (kD / ASYM2_VGROUP) * 8;  // float2 (4D, z - 4D)
-  // Per warp: the stages, the decoded K and V tiles, the value parameters, the ring.
-  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + 2 * TileGeom<kD>::kTileBytes + kParams + kRing;
+  // The decoded K and V tiles and value parameters of one block; a warp has two (block i's math
+  // runs while block i + 1 is decoded into the other).
+  static constexpr uint32_t kDecoded = 2 * TileGeom<kD>::kTileBytes + kParams;
+  // Per warp: the stages, two decoded blocks, the ring.
+  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + 2 * kDecoded + kRing;
   static_assert(kStage % 16 == 0 && TileGeom<kD>::kTileBytes % 16 == 0, "16-byte aligned pieces");
 };
 
-// A key slot's 16 x kD/8 codes as g values into BF16 rows kt (see the header).
+// (x & mask) | bits in one lop3: mask and bits arrive in registers (set once, outside the loops),
+// since a LOP3 takes one immediate and the compiler would otherwise spend two instructions.
+__device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t bits) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(mask), "r"(bits));
+  return d;
+}
+
+// A key slot's 16 x kD/8 codes as g values into BF16 rows kt (see the header). Lane l decodes code
+// block l % (kD/8) of tokens l / (kD/8), + 32 / (kD/8), ...: one fixed column per lane.
 template <int kD>
-__device__ __forceinline__ void decode_e8_keys(const uint8_t* sk, const uint32_t* tab, uint16_t* kt) {
-  constexpr int kRow = TileGeom<kD>::kRow, kBlocks = kD / 8, kQuads = kD / 32;
-  const int lane = threadIdx.x & 31;
+__device__ __forceinline__ void decode_e8_keys(const uint8_t* sk, const uint32_t* tab, uint16_t* kt, uint32_t m78,
+                                               uint32_t one2) {
+  constexpr int kRow = TileGeom<kD>::kRow, kBlocks = kD / 8, kQuads = kD / 32, kStep = 32 / kBlocks;
+  const int lane = threadIdx.x & 31, bi = lane % kBlocks, j = bi & 3;
+  const uint8_t* src = sk + 8 * ((lane / kBlocks) * kQuads + (bi >> 2));
+  uint16_t* dst = kt + (lane / kBlocks) * kRow + 8 * bi;
   const __nv_bfloat162 eight = __floats2bfloat162_rn(8.f, 8.f);
   const __nv_bfloat162 c_plus = __floats2bfloat162_rn(-11.75f, -11.75f), c_minus = __floats2bfloat162_rn(-12.25f, -12.25f);
 #pragma unroll
-  for (int k = 0; k < KV_BLOCK_TOKENS * kBlocks / 32; ++k) {
-    const int u = lane + 32 * k, t = u / kBlocks, bi = u % kBlocks, j = bi & 3;
-    const uint2 w = *reinterpret_cast<const uint2*>(sk + 8 * (t * kQuads + (bi >> 2)));
-    const uint32_t word = tab[(w.x >> (8 * j)) & 0xffu];
+  for (int k = 0; k < KV_BLOCK_TOKENS / kStep; ++k) {
+    const uint2 w = *reinterpret_cast<const uint2*>(src + k * kStep * kQuads * 8);
+    const uint32_t word = tab[__byte_perm(w.x, 0u, 0x4440u + (uint32_t)j)];
     const uint32_t sp = (w.y >> j) & 0x11111111u;
     const uint32_t par = __popc(sp) & 1u;
     const uint32_t sw = e8_signed_word(word, sp ^ par);
@@ -71,12 +85,11 @@ __device__ __forceinline__ void decode_e8_keys(const uint8_t* sk, const uint32_t
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       // Dims 2i and 2i+1 are nibbles i and i+4 (bits 4i and 4i+16): to bits 3 and 19.
-      const uint32_t x = i == 0 ? sw << 3 : sw >> (4 * i - 3);
-      const uint32_t f = (x & 0x00780078u) | 0x3F803F80u;
+      const uint32_t f = and_or(i == 0 ? sw << 3 : sw >> (4 * i - 3), m78, one2);
       const __nv_bfloat162 gv = __hfma2(*reinterpret_cast<const __nv_bfloat162*>(&f), eight, c);
       out[i] = *reinterpret_cast<const uint32_t*>(&gv);
     }
-    *reinterpret_cast<uint4*>(kt + t * kRow + 8 * bi) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(dst + k * kStep * kRow) = make_uint4(out[0], out[1], out[2], out[3]);
   }
 }
 
@@ -87,7 +100,8 @@ __device__ __forceinline__ void decode_e8_keys(const uint8_t* sk, const uint32_t
 // channels (finish_decode's kPairsV puts them back in order). Lane l takes token l / 2, words
 // (l % 2) kD/32 .. + kD/32 - 1, and the parameters of groups (l % 2) kG/2 ...
 template <int kD>
-__device__ __forceinline__ void decode_v2_slot(const uint8_t* sv, uint16_t* vt, float2* vp) {
+__device__ __forceinline__ void decode_v2_slot(const uint8_t* sv, uint16_t* vt, float2* vp, uint32_t m60,
+                                               uint32_t one2) {
   constexpr int kRow = TileGeom<kD>::kRow, kWords = kD / 32, kGroups = kD / ASYM2_VGROUP;
   const int lane = threadIdx.x & 31, t = lane >> 1, h = lane & 1;
   const uint32_t* src = reinterpret_cast<const uint32_t*>(sv + lane * (kD / 8));
@@ -97,8 +111,7 @@ __device__ __forceinline__ void decode_v2_slot(const uint8_t* sv, uint16_t* vt, 
     uint32_t pr[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const uint32_t x = k <= 2 ? wd << (5 - 2 * k) : wd >> (2 * k - 5);
-      pr[k] = (x & 0x00600060u) | 0x3F803F80u;
+      pr[k] = and_or(k <= 2 ? wd << (5 - 2 * k) : wd >> (2 * k - 5), m60, one2);
     }
     uint4* dst = reinterpret_cast<uint4*>(vt + t * kRow + h * (kD / 2) + 16 * wi);
     dst[0] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
@@ -179,10 +192,11 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   m = -INFINITY;
   l = 0.f;
 
-  uint16_t* kt = reinterpret_cast<uint16_t*>(wbase + kS * Geo::kStage);
-  uint16_t* vt = kt + KV_BLOCK_TOKENS * kRow;
-  float2* vp = reinterpret_cast<float2*>(vt + KV_BLOCK_TOKENS * kRow);                // [16][kGroups]
-  uint32_t* ents = reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(vp) + Geo::kParams);  // [kS][2]
+  uint8_t* decoded = wbase + kS * Geo::kStage;                                         // [2] K, V, params
+  uint32_t* ents = reinterpret_cast<uint32_t*>(decoded + 2 * Geo::kDecoded);          // [kS][2]
+  auto kt_of = [&](int32_t i) { return reinterpret_cast<uint16_t*>(decoded + (i & 1) * Geo::kDecoded); };
+  auto vt_of = [&](int32_t i) { return kt_of(i) + KV_BLOCK_TOKENS * kRow; };
+  auto vp_of = [&](int32_t i) { return reinterpret_cast<float2*>(vt_of(i) + KV_BLOCK_TOKENS * kRow); };
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
 
   // Issues block `it` (entries e: K, V) into stage it % kS: slots by cp.async, raw pages warmed
@@ -218,6 +232,37 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
     }
     cp_async_commit();
   }
+  // Block i's stage into its decoded buffer (raw pages copied, released ones zeros: never visible).
+  // The masks of the code decoders live in registers (and_or).
+  uint32_t m78 = 0x00780078u, m60 = 0x00600060u, one2 = 0x3F803F80u;
+  asm volatile("" : "+r"(m78), "+r"(m60), "+r"(one2));  // opaque: kept as registers, not folded back
+  auto decode_keys = [&](int32_t i) {
+    const uint32_t e = ents[2 * (i % kS)];
+    if (kv_entry_is_slot(e))
+      decode_e8_keys<kD>(wbase + (i % kS) * Geo::kStage, tab, kt_of(i), m78, one2);
+    else
+      copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, kD, 0, kt_of(i),
+                         lane, 32);
+  };
+  auto decode_values = [&](int32_t i) {
+    const uint32_t e = ents[2 * (i % kS) + 1];
+    if (kv_entry_is_slot(e)) {
+      decode_v2_slot<kD>(wbase + (i % kS) * Geo::kStage + Geo::kSlotK, vt_of(i), vp_of(i), m60, one2);
+    } else {
+      copy_v_page_pairs<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, vt_of(i));
+      __syncwarp();
+      zero_rows_past_end<kD>(vt_of(i), len - (b_first + i * b_step) * KV_BLOCK_TOKENS, lane);
+    }
+  };
+  if (n_iter > 0) {
+    cp_async_wait<kS - 2>();  // block 0 has landed
+    __syncwarp();
+    decode_keys(0);
+    decode_values(0);
+  }
+  __syncwarp();
+  // Software pipeline: block it's mma and softmax interleave with block it + 1's decode (one warp
+  // runs in order; the decode's integer work fills the tensor cores' and shuffles' latencies).
   for (int32_t it = 0; it < n_iter; ++it) {
     {
       const int32_t nx = it + kS - 1;
@@ -227,23 +272,16 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       }
       cp_async_commit();
     }
-    cp_async_wait<kS - 1>();
+    const bool next = it + 1 < n_iter;
+    cp_async_wait<kS - 2>();  // blocks up to it + 1 have landed
     __syncwarp();
     const int32_t b = b_first + it * b_step;
     const uint8_t* sk = wbase + (it % kS) * Geo::kStage;
-    const uint8_t* sv = sk + Geo::kSlotK;
     const uint32_t ek = ents[2 * (it % kS)], ev = ents[2 * (it % kS) + 1];
     const bool k_slot = kv_entry_is_slot(ek), v_slot = kv_entry_is_slot(ev);
-    if (k_slot)
-      decode_e8_keys<kD>(sk, tab, kt);
-    else  // raw page, or zeros for a released one (never visible)
-      copy_page_sync<kD>(ek == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)ek * kv.page_bytes, kD, 0, kt, lane, 32);
-    if (v_slot)
-      decode_v2_slot<kD>(sv, vt, vp);
-    else
-      copy_v_page_pairs<kD>(ev == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)ev * kv.page_bytes, vt);
-    __syncwarp();
-    if (!v_slot) zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
+    const uint16_t* kt = kt_of(it);
+    const uint16_t* vt = vt_of(it);
+    const float2* vp = vp_of(it);
 
     float s4[2][2][4], sc[4], p[4];
     if (k_slot) {
@@ -253,6 +291,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       query_fragments<kD>(P.q + tr.q_off, tr.valid, kD, qa);
       block_scores<kD>(kt, qa, s4);
     }
+    if (next) decode_keys(it + 1);
     sum_score_parts(s4, sc);
     if (k_slot)
 #pragma unroll
@@ -262,6 +301,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
         sc[j] = __fmaf_rn(sc[j], nrm, cadd);
       }
     const float corr = softmax_block<kD>(sc, b, tr.pos, tr.lo, o, m, l, P.a, p);
+    if (next) decode_values(it + 1);
     uint32_t pf[4];
     if (v_slot) {
 #pragma unroll
@@ -285,7 +325,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       weights_a(p, pf);
       pv_block<kD>(pf, vt, o);
     }
-    __syncwarp();  // the stage and the tiles are read: the next issue and decode may overwrite them
+    __syncwarp();  // block it's stage and buffer are read, block it + 1's decode is written
   }
   // Σ p (z - 4D) joins the hi part of the row (lanes < 16, accumulators 0 and 1: row g < 4).
   if (lane < 16)

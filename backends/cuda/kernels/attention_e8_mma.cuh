@@ -223,15 +223,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   };
   EntryStream<2> es;
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
-  uint32_t en[2];
-#pragma unroll
-  for (int p = 0; p < kS - 1; ++p) {
-    if (p < n_iter) {
-      es.get(p, en);
-      issue(p, en);
-    }
-    cp_async_commit();
-  }
+  es.issue_first<kS>(issue);
   // Block i's stage into its decoded buffer (raw pages copied, released ones zeros: never visible).
   // The masks of the code decoders live in registers (and_or).
   uint32_t m78 = 0x00780078u, m60 = 0x00600060u, one2 = 0x3F803F80u;
@@ -264,14 +256,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   // Software pipeline: block it's mma and softmax interleave with block it + 1's decode (one warp
   // runs in order; the decode's integer work fills the tensor cores' and shuffles' latencies).
   for (int32_t it = 0; it < n_iter; ++it) {
-    {
-      const int32_t nx = it + kS - 1;
-      if (nx < n_iter) {
-        es.get(nx, en);
-        issue(nx, en);
-      }
-      cp_async_commit();
-    }
+    es.issue_ahead<kS>(it, issue);
     const bool next = it + 1 < n_iter;
     cp_async_wait<kS - 2>();  // blocks up to it + 1 have landed
     __syncwarp();

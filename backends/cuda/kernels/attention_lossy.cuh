@@ -44,7 +44,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
@@ -373,23 +372,10 @@ struct Attn {
     };
     EntryStream<2 * NH> es;  // the table entries of this warp's blocks (entry_stream.cuh)
     es.start(P.kv, s.table, kvh, first, step, n);
-    uint32_t en[2 * NH];
-#pragma unroll
-    for (int i = 0; i < kStages - 1; ++i) {
-      if (i < n) {
-        es.get(i, en);
-        issue_at(i, en);
-      }
-      cp_async_commit();
-    }
+    es.issue_first<kStages>(issue_at);
     const float scale = P.a.scale, cap = P.a.softcap;
     for (int32_t it = 0; it < n; ++it) {
-      const int32_t nx = it + kStages - 1;
-      if (nx < n) {
-        es.get(nx, en);
-        issue_at(nx, en);
-      }
-      cp_async_commit();
+      es.issue_ahead<kStages>(it, issue_at);
       cp_async_wait<kStages - 1>();
       __syncwarp();
       const int32_t b = first + it * step;

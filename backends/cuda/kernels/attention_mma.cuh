@@ -330,24 +330,9 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   };
   EntryStream<kT> es;  // the table entries of this warp's blocks (entry_stream.cuh)
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
-  uint32_t en[kT];
-#pragma unroll
-  for (int p = 0; p < kS - 1; ++p) {
-    if (p < n_iter) {
-      es.get(p, en);
-      issue(p, en);
-    }
-    cp_async_commit();
-  }
+  es.issue_first<kS>(issue);
   for (int32_t it = 0; it < n_iter; ++it) {
-    {
-      const int32_t nx = it + kS - 1;
-      if (nx < n_iter) {
-        es.get(nx, en);
-        issue(nx, en);
-      }
-      cp_async_commit();
-    }
+    es.issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
     if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... and its bulk copies
     __syncwarp();             // ... and every lane's

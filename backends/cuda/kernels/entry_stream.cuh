@@ -1,5 +1,6 @@
 // entry_stream.cuh — the block-table entries of a warp's stream of blocks, fetched 32 blocks at a
-// time, one batch ahead (the attention kernels of attention_mma.cuh and attention_lossy.cuh).
+// time, one batch ahead, and the cp.async pipeline they feed (the attention kernels of
+// attention_mma.cuh, attention_e8_mma.cuh and attention_lossy.cuh).
 //
 // Why: a tile's entry is a load in front of the copy it addresses. Loaded when the copy is issued,
 // or even one block earlier, it stalled the warp on every block (ncu, BF16 kernel at 64K: ~45% of
@@ -52,6 +53,33 @@ struct EntryStream {
 #pragma unroll
     for (int t = 0; t < kT; ++t) e[t] = __shfl_sync(0xFFFFFFFFu, cur[t], it & 31);
   }
+
+  // A warp's pipeline of kS stages: block i is issued kS - 1 iterations before its turn, by
+  // issue(i, entries), which starts its copies. Each call commits one cp.async group, whether it
+  // issued or not, so that cp.async.wait_group counts stay in step with the iterations.
+  template <int kS, typename Issue>
+  __device__ __forceinline__ void issue_first(Issue&& issue) {  // blocks 0 .. kS - 2
+#pragma unroll
+    for (int p = 0; p < kS - 1; ++p) {
+      if (p < n_iter) {
+        uint32_t e[kT];
+        get(p, e);
+        issue(p, e);
+      }
+      commit_group();
+    }
+  }
+  template <int kS, typename Issue>
+  __device__ __forceinline__ void issue_ahead(int32_t it, Issue&& issue) {  // at iteration it: it + kS - 1
+    const int32_t nx = it + kS - 1;
+    if (nx < n_iter) {
+      uint32_t e[kT];
+      get(nx, e);
+      issue(nx, e);
+    }
+    commit_group();
+  }
+  __device__ __forceinline__ static void commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 };
 
 }  // namespace gaacrt::cuda

@@ -13,7 +13,8 @@ REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 pytest.importorskip("gguf")
-from fixtures.backend_compare import assert_close_logits, logits_run, shapes, write_shape_model  # noqa: E402
+from fixtures.backend_compare import (  # noqa: E402
+    assert_close_logits, batch_decode_logits, logits_run, shapes, write_shape_model)
 
 SHAPES = shapes(n_layers=4, sliding_window=64)  # layers cut down to keep the test fast
 
@@ -61,18 +62,9 @@ def test_cuda_batched_decode_matches_cpu(model_path):
     gpu = gaacrt.Model(str(model_path), backend="cuda")
     rng = np.random.default_rng(5)
     prompts = [[int(t) for t in rng.integers(3, cpu.n_vocab, n)] for n in (40, 75, 9)]
-    outs = []
-    for m in (cpu, gpu):
-        ss = m.batch(3, n_ctx=128)
-        for s, p in zip(ss, prompts):
-            s.eval(p)
-        rows = []
-        for step in range(6):
-            toks = [prompts[i][step] for i in range(3)]  # fixed tokens: both backends see the same inputs
-            gaacrt.Model.decode_batch(ss, toks)
-            rows.append(np.stack([s.logits() for s in ss]))
-        outs.append(np.concatenate(rows))
-    assert_close_logits(outs[1], outs[0])
+    want, _ = batch_decode_logits(cpu, prompts, 6)
+    got, _ = batch_decode_logits(gpu, prompts, 6)
+    assert_close_logits(got, want)
 
 
 def graph_stats(session):
@@ -108,13 +100,7 @@ def test_cuda_graph_batched_decode_is_bit_identical_to_eager(model_path, monkeyp
     outs = []
     for flag in ("0", "1"):
         monkeypatch.setenv("GAACRT_CUDA_GRAPH", flag)
-        ss = gpu.batch(3, n_ctx=128)
-        for s, p in zip(ss, prompts):
-            s.eval(p)
-        rows = []
-        for step in range(20):
-            gaacrt.Model.decode_batch(ss, [prompts[i][step % len(prompts[i])] for i in range(3)])
-            rows.append(np.stack([s.logits() for s in ss]))
-        outs.append(np.concatenate(rows))
+        rows, ss = batch_decode_logits(gpu, prompts, 20)
+        outs.append(rows)
         assert (graph_stats(ss[0])["replays"] > 0) == (flag == "1")
     assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))

@@ -15,7 +15,8 @@ import gaacrt
 from gaacrt import _core
 
 pytest.importorskip("gguf")
-from fixtures.backend_compare import assert_close_logits, logits_run, shapes, write_shape_model  # noqa: E402
+from fixtures.backend_compare import (  # noqa: E402
+    assert_close_logits, batch_decode_logits, logits_run, shapes, write_shape_model)
 from fixtures.backend_compare import rel as rel_l2  # noqa: E402
 
 SHAPES = shapes(n_layers=2, sliding_window=24)
@@ -71,17 +72,9 @@ def test_metal_batched_decode_matches_cpu(model_path):
     met = gaacrt.Model(str(model_path), backend="metal-emulated")
     rng = np.random.default_rng(5)
     prompts = [[int(t) for t in rng.integers(3, cpu.n_vocab, n)] for n in (20, 35, 9)]
-    outs = []
-    for m in (cpu, met):
-        ss = m.batch(3, n_ctx=64)
-        for s, p in zip(ss, prompts):
-            s.eval(p)
-        rows = []
-        for step in range(3):
-            gaacrt.Model.decode_batch(ss, [prompts[i][step] for i in range(3)])
-            rows.append(np.stack([s.logits() for s in ss]))
-        outs.append(np.concatenate(rows))
-    assert_close_logits(outs[1], outs[0])
+    want, _ = batch_decode_logits(cpu, prompts, 3, n_ctx=64)
+    got, _ = batch_decode_logits(met, prompts, 3, n_ctx=64)
+    assert_close_logits(got, want)
 
 
 def test_metal_reports_a_corrupt_gaac_tile(model_path):

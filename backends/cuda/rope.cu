@@ -8,6 +8,7 @@
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "lossy_ops.h"
 
 namespace gaacrt::cuda {
 namespace {
@@ -155,7 +156,7 @@ void CudaBackend::qk_rope_store(float* q, float* k, const float* v, int64_t n_to
                                 const KVLayerView& kv, const KVTokenSlot* slots) {
   const bool fused = !q_norm && !k_norm && rope.n_rot == kv.head_dim_k && kv.head_dim_k == kv.head_dim_v &&
                      kv.head_dim_k == kv.tile_dim * kv.n_half &&
-                     (kv.format == KVFormat::BF16 || kv.format == KVFormat::GAAC);
+                     (kv.format == KVFormat::BF16 || kv.format == KVFormat::GAAC || lossy::is_lossy(kv.format));
   if (!fused || n_tok <= 0) {
     Backend::qk_rope_store(q, k, v, n_tok, n_head, q_norm, k_norm, eps, pos, rope, kv, slots);
     return;

@@ -1,7 +1,8 @@
 // attention.cu — CudaBackend::attention: checks the cache view, chooses the split-K width and the
 // shared-memory plan, and launches the tensor-core kernel of kernels/attention_mma.cuh (whose
 // header comment explains the work split, the fused reduce and why BF16 and GAAC caches give
-// bit-identical results). The CPU reference is backends/cpu/attention.cpp.
+// bit-identical results), or for E8 decode steps kernels/attention_e8_mma.cuh; the other lossy
+// formats go to attention_lossy.cu. The CPU reference is backends/cpu/attention.cpp.
 #include <algorithm>
 
 #include "codec/gaac/gaac_format.h"
@@ -35,7 +36,11 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
   // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
   // which run on the tensor cores below (after attention_lossy.cu's prep: rotated queries).
-  const bool e8 = kv.format == KVFormat::E8 && lossy::e8_mma_ok(kv);
+  // (The shared-memory test only matters on GPUs with less than Hopper's: there the CUDA-core
+  // kernel, with its smaller stages, takes the decode steps too.)
+  const bool e8 = lossy::e8_mma_ok(kv) &&
+                  attn::e8_smem_bytes(kv.tile_dim <= 32 ? 32 : (kv.tile_dim <= 64 ? 64 : 128), kMaxSplit) <=
+                      (size_t)max_dynamic_smem(device_);
   size_t lossy_bytes = 0;
   if (lossy::is_lossy(kv.format)) {
     lossy_bytes = (lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors) + 255) & ~(size_t)255;

@@ -38,9 +38,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // which run on the tensor cores below (after attention_lossy.cu's prep: rotated queries).
   // (The shared-memory test only matters on GPUs with less than Hopper's: there the CUDA-core
   // kernel, with its smaller stages, takes the decode steps too.)
-  const bool e8 = lossy::e8_mma_ok(kv) &&
-                  attn::e8_smem_bytes(kv.tile_dim <= 32 ? 32 : (kv.tile_dim <= 64 ? 64 : 128), kMaxSplit) <=
-                      (size_t)max_dynamic_smem(device_);
+  const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
+                  attn::e8_smem_bytes(kv.tile_dim, kMaxSplit) <= (size_t)max_dynamic_smem(device_);
   size_t lossy_bytes = 0;
   if (lossy::is_lossy(kv.format)) {
     lossy_bytes = (lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors) + 255) & ~(size_t)255;
@@ -121,12 +120,13 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const attn::KernelArgs P{kv,         args,        seqs,        q, out, part, attn_counters_, n_split, half_bytes,
                            warp_bytes, dev_errors_, reinterpret_cast<const float*>(scr)};
   // Prefill-sized sequences: a thread block per row group of 16 (n_split alone, sized for decode,
-  // gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler).
+  // gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler). The E8 kernel takes
+  // decode-sized sequences only.
   const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
-  const dim3 grid(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup), kv.n_head_kv,
-                  n_seqs);
+  const dim3 grid(e8 ? n_split : attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
+                  kv.n_head_kv, n_seqs);
   if (e8)
-    attn::launch_attention_e8(kD, P, dim3(n_split, kv.n_head_kv, n_seqs), smem, stream_, device_);
+    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
   else if (gaac)
     attn::launch_attention_gaac(kD, P, grid, smem, stream_, device_);
   else

@@ -339,15 +339,12 @@ __global__ void __launch_bounds__(kThreads, 2) attention_e8_mma_kernel(const Ker
   for (int x = threadIdx.x; x < E8_N_PROTO; x += kThreads) tab[x] = g_e8_table[x];
   __syncthreads();
 
-  int n_mt = (n_rows + kRowsPerTile - 1) / kRowsPerTile;
-  if (n_mt == 3) n_mt = 4;
-  const int n_kg = kWarps / n_mt, mt = warp % n_mt, kg = warp / n_mt;
-  const int32_t B1 = kRowsPerTile * mt < n_rows ? ds.B1 : ds.B0;
+  const DecodeWarp dw = decode_warp(n_rows, ds);
   float o[kD / 8][4], oc[kD / 8][2], m, l;
-  run_rows_e8<kD>(P, s, kvh, kRowsPerTile * mt, n_rows, ds.B0 + kg, B1, n_kg,
+  run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
                   smem + E8_N_PROTO * 4 + warp * E8Geom<kD>::kWarpBytes, tab, o, m, l);
   sum_parts<kD>(o, oc);
-  finish_decode<kD, true>(P, s, kvh, split, n_rows, ds, n_mt, n_kg, m, l, oc, smem);
+  finish_decode<kD, true>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }
 
 // Shared bytes of the E8 kernel for head size kD (the table and the warps' buffers, or the merges'

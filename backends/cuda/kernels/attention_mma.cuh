@@ -405,6 +405,26 @@ __device__ __forceinline__ DecodeSplit decode_split(const AttnSeq& s, int32_t n_
                      (c1 - c0 + per - 1) / per};
 }
 
+// Decode-sized sequences: the warps of a thread block as (M-tile of 4 rows, key group): n_mt
+// M-tiles (3 run as 4), n_kg = 4 / n_mt key groups dealing this split's blocks round-robin. This
+// warp runs rows r0.. over blocks b_first, b_first + n_kg, ... below b_end (none when its M-tile
+// has no rows); finish_decode merges in the same order.
+struct DecodeWarp {
+  int n_mt, n_kg;
+  int32_t r0, b_first, b_end;
+};
+__device__ __forceinline__ DecodeWarp decode_warp(int32_t n_rows, const DecodeSplit& ds) {
+  const int warp = threadIdx.x >> 5;
+  DecodeWarp w;
+  w.n_mt = (n_rows + kRowsPerTile - 1) / kRowsPerTile;
+  if (w.n_mt == 3) w.n_mt = 4;
+  w.n_kg = kWarps / w.n_mt;
+  w.r0 = kRowsPerTile * (warp % w.n_mt);
+  w.b_first = ds.B0 + warp / w.n_mt;
+  w.b_end = w.r0 < n_rows ? ds.B1 : ds.B0;
+  return w;
+}
+
 // Decode-sized sequences, after each warp ran its M-tile over its key group (state m, l and the
 // summed parts oc): merges the warps in shared memory (key-group order), then either writes the
 // output (one live split) or this thread block's partial, and the last thread block of the
@@ -414,12 +434,13 @@ __device__ __forceinline__ DecodeSplit decode_split(const AttnSeq& s, int32_t n_
 // loader's order, attention_e8_mma.cuh); the merge puts them back in channel order.
 template <int kD, bool kPairsV = false>
 __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
-                                              int32_t n_rows, const DecodeSplit& ds, int n_mt, int n_kg, float m,
+                                              int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw, float m,
                                               float l, const float (&oc)[kD / 8][2], uint8_t* smem) {
   __shared__ int s_last;
   const KVLayerView& kv = P.kv;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
   const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
+  const int n_mt = dw.n_mt, n_kg = dw.n_kg;
   // Warps' states -> shared [warp][4 rows][dv + 2] (m, l, O), merged in key-group order.
   cp_async_wait<0>();
   __syncthreads();
@@ -585,14 +606,10 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   }
 
   // ---- decode-sized: this block's share of the chunks; warps = (M-tile, key group) ----
-  int n_mt = (n_rows + kRowsPerTile - 1) / kRowsPerTile;
-  if (n_mt == 3) n_mt = 4;
-  const int n_kg = kWarps / n_mt, mt = warp % n_mt, kg = warp / n_mt;
-  const int32_t B1 = kRowsPerTile * mt < n_rows ? ds.B1 : ds.B0;
-  run_rows<kD, kGaac>(P, s, kvh, kRowsPerTile * mt, n_rows, ds.B0 + kg, B1, n_kg, wbase, GL, b3, b4, o, m, l);
+  const DecodeWarp dw = decode_warp(n_rows, ds);
+  run_rows<kD, kGaac>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, wbase, GL, b3, b4, o, m, l);
   sum_parts<kD>(o, oc);
-
-  finish_decode<kD>(P, s, kvh, split, n_rows, ds, n_mt, n_kg, m, l, oc, smem);
+  finish_decode<kD>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }
 
 // Shared bytes the kernel needs for head size kD: the warps' buffers, or the merges' scratch if

@@ -53,6 +53,44 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < tol
 
 
+@pytest.mark.parametrize("t", [T.Q4_0, T.Q8_0], ids=lambda t: t.name)
+def test_cuda_group8_layout_reads_the_same_weights(cuda, cpu, t, monkeypatch):
+    # Q4_0 / Q8_0 rows of whole groups of eight blocks are regrouped on upload (quant/group8.h,
+    # place_weight.cu; GAACRT_CUDA_GROUP8=0 keeps the GGUF bytes). Every op reading weights must
+    # see the same values: dequantize and get_rows the same bits as the CPU, the prefill kernels
+    # the same bits as on the GGUF layout (their tiles hold the same integers at the same columns),
+    # the decode matvec (1 and 8 tokens, lanes split the values differently) the same integer
+    # sums up to float rounding. 768 columns: three groups per row, so groups 0..2 and every slot.
+    rng = np.random.default_rng(int(t) + 800)
+    raw = random_rows(t, 70, 768, rng)
+    x = rng.standard_normal((70, 768)).astype(np.float32)
+    ids = np.array([69, 0, 5, 5], np.int32)
+
+    def run():
+        out = {"dequantize": cuda.dequantize(raw, int(t)), "get_rows": _core.op_get_rows(cuda, raw, int(t), ids, 1.0),
+               "decode1": cuda.matmul(raw, int(t), x[:1]), "decode8": cuda.matmul(raw, int(t), x[:8])}
+        for path in ("q16", "q8", "bf16", "0"):
+            monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", path)
+            out["prefill_" + path] = cuda.matmul(raw, int(t), x)
+        monkeypatch.delenv("GAACRT_CUDA_MMA_MATMUL")
+        return out
+
+    grouped = run()
+    monkeypatch.setenv("GAACRT_CUDA_GROUP8", "0")
+    gguf_layout = run()
+    w = cpu.dequantize(raw, int(t))
+    assert np.array_equal(grouped["dequantize"].view(np.uint32), w.view(np.uint32))
+    assert np.array_equal(grouped["get_rows"].view(np.uint32), w[ids].view(np.uint32))
+    for name in grouped:
+        if name.startswith("decode"):
+            a, b = grouped[name], gguf_layout[name]
+            assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-6, name
+        else:
+            assert np.array_equal(grouped[name].view(np.uint32), gguf_layout[name].view(np.uint32)), name
+    ref = x.astype(np.float64) @ w.astype(np.float64).T
+    assert np.linalg.norm(grouped["decode8"] - ref[:8]) / np.linalg.norm(ref[:8]) < 1.5e-2
+
+
 PREFILL_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]
 
 

@@ -1,8 +1,12 @@
 // block_traits.cuh — maps a GGMLType to its block struct and runs a functor templated on it,
 // so each op writes its kernel once for every weight type.
 #pragma once
+#include <cstring>
+
+#include "backend/backend.h"
 #include "common/error.h"
 #include "quant/blocks.h"
+#include "quant/group8.h"
 #include "quant/types.h"
 
 namespace gaacrt::cuda {
@@ -26,6 +30,50 @@ bool dispatch_block_type(GGMLType t, F&& f) {
     case GGMLType::IQ4_XS: f(BlockType<block_iq4_xs, QK_K>{}); return true;
     default: return false;
   }
+}
+
+// A block type stored in the group-of-eight layout (quant/group8.h): a tag the kernels are
+// instantiated with, the same size as B, never dereferenced (block_at assembles a B).
+template <typename B>
+struct Group8 {
+  uint8_t bytes[sizeof(B)];
+};
+
+// Block b of a row, as the GGUF struct, whatever the layout: the generic kernels (dequantize,
+// get_rows, the reference matmul) read blocks through this.
+template <typename Block>
+struct StoredBlock {
+  using block = Block;
+  __device__ static Block at(const uint8_t* row, int64_t b) { return reinterpret_cast<const Block*>(row)[b]; }
+};
+template <typename B>
+struct StoredBlock<Group8<B>> {
+  using block = B;
+  __device__ static B at(const uint8_t* row, int64_t b) {
+    B out;
+    memcpy(&out.d, row + group8_scale_offset<B>((uint32_t)b), 2);
+    memcpy(out.qs, row + group8_payload_offset<B>((uint32_t)b), sizeof(out.qs));
+    return out;
+  }
+};
+
+// True when `t` can be stored as Group8 (quant/group8.h): Q4_0 and Q8_0 rows of whole groups.
+inline bool group8_eligible(GGMLType t, int64_t n_cols) {
+  return (t == GGMLType::Q4_0 || t == GGMLType::Q8_0) && n_cols % (32 * kGroup8) == 0;
+}
+
+// dispatch_block_type for a weight view: its Group8 layout is its own block type.
+template <typename F>
+bool dispatch_weight(const WeightView& w, F&& f) {
+  if (w.layout == WeightLayout::Group8) {
+    switch (w.type) {
+      case GGMLType::Q4_0: f(BlockType<Group8<block_q4_0>, QK4_0>{}); return true;
+      case GGMLType::Q8_0: f(BlockType<Group8<block_q8_0>, QK8_0>{}); return true;
+      default: throw Error("backend", "invalid_argument",
+                           strfmt("cuda: a %s weight in the group-of-eight layout", type_name(w.type)));
+    }
+  }
+  return dispatch_block_type(w.type, f);
 }
 
 }  // namespace gaacrt::cuda

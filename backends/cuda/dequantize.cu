@@ -17,9 +17,8 @@ __global__ void dequantize_blocks_kernel(const uint8_t* __restrict__ src, float*
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_rows * blocks_per_row) return;
   const int64_t r = i / blocks_per_row, b = i % blocks_per_row;
-  const Block& blk = reinterpret_cast<const Block*>(src + r * row_stride)[b];
   float y[QK];
-  dequant_block(blk, y);
+  dequant_block(StoredBlock<Block>::at(src + r * row_stride, b), y);
   float* out = dst + r * blocks_per_row * QK + b * QK;
   for (int j = 0; j < QK; ++j) out[j] = y[j];
 }
@@ -49,7 +48,7 @@ void CudaBackend::dequantize(const WeightView& w, float* dst) {
   if (w.n_rows <= 0 || w.n_cols <= 0) return;
   const auto* src = static_cast<const uint8_t*>(w.data);
   constexpr int kThreads = 256;
-  const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
+  const bool quantized = dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     const int64_t bpr = w.n_cols / BT::qk;
     launch_kernel(dequantize_blocks_kernel<typename BT::block, BT::qk>, grid_for(w.n_rows * bpr, kThreads), kThreads,

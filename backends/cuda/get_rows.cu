@@ -17,11 +17,11 @@ template <typename Block, int QK>
 __global__ void get_rows_blocks_kernel(const uint8_t* __restrict__ emb, size_t row_stride, int64_t n_cols,
                                        const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
   pdl_begin();
-  const Block* blocks = reinterpret_cast<const Block*>(emb + (size_t)ids[blockIdx.x] * row_stride);
+  const uint8_t* blocks = emb + (size_t)ids[blockIdx.x] * row_stride;
   float* row = out + (int64_t)blockIdx.x * n_cols;
   for (int64_t b = threadIdx.x; b < n_cols / QK; b += blockDim.x) {
     float v[QK];
-    dequant_block(blocks[b], v);
+    dequant_block(StoredBlock<Block>::at(blocks, b), v);
     for (int j = 0; j < QK; ++j) row[b * QK + j] = scale != 1.f ? v[j] * scale : v[j];
   }
 }
@@ -51,7 +51,7 @@ void CudaBackend::get_rows(const WeightView& emb, const int32_t* ids, int64_t n,
   if (n > 0x7fffffff) throw Error("backend", "invalid_argument", strfmt("cuda get_rows: %lld rows", (long long)n));
   const auto* src = static_cast<const uint8_t*>(emb.data);
   const unsigned grid = (unsigned)n;
-  const bool quantized = dispatch_block_type(emb.type, [&](auto bt) {
+  const bool quantized = dispatch_weight(emb, [&](auto bt) {
     using BT = decltype(bt);
     launch_kernel(get_rows_blocks_kernel<typename BT::block, BT::qk>, grid, kThreads, 0, stream_, src, emb.row_stride,
                   emb.n_cols, ids, scale, out);

@@ -35,12 +35,12 @@ __global__ void matmul_blocks_kernel(const uint8_t* __restrict__ w, size_t row_s
   const int64_t tok = blockIdx.y;
   const int lane = threadIdx.x % kWarp;
   if (row >= n_rows) return;
-  const Block* blocks = reinterpret_cast<const Block*>(w + row * row_stride);
+  const uint8_t* blocks = w + row * row_stride;
   const float* xr = x + tok * n_cols;
   float acc = 0.f;
   for (int64_t b = lane; b < n_cols / QK; b += kWarp) {
     float v[QK];
-    dequant_block(blocks[b], v);
+    dequant_block(StoredBlock<Block>::at(blocks, b), v);
     for (int j = 0; j < QK; ++j) acc = __fmaf_rn(v[j], xr[b * QK + j], acc);
   }
   acc = warp_sum(acc);
@@ -102,7 +102,7 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
   auto run = [&](auto kernel) {
     launch_kernel(kernel, grid, block, 0, stream_, wp, w.row_stride, w.n_rows, w.n_cols, x, y, bias);
   };
-  const bool quantized = dispatch_block_type(w.type, [&](auto bt) {
+  const bool quantized = dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     run(matmul_blocks_kernel<typename BT::block, BT::qk>);
   });

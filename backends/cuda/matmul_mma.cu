@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads) matmul_mma_kernel(const uint8_t* __r
       const int64_t row = row0 + r, b = c0 / QK + bi;
       float v[QK];
       if (row < n_rows && b < n_blocks)
-        dequant_block(reinterpret_cast<const Block*>(w + row * row_stride)[b], v);
+        dequant_block(StoredBlock<Block>::at(w + row * row_stride, b), v);
       else
         for (int j = 0; j < QK; ++j) v[j] = 0.f;  // past the matrix: zeros add nothing
       store_split(v, QK, w_hi + r * kStride + bi * QK, w_lo + r * kStride + bi * QK);
@@ -128,7 +128,7 @@ PrefillMatmul prefill_matmul() {
 
 bool matmul_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, cudaStream_t stream) {
   if (w.n_cols % 32 != 0 || n_tok > 65535LL * kToksT) return false;
-  return dispatch_block_type(w.type, [&](auto bt) {
+  return dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     launch_mma<typename BT::block, BT::qk>(w, x, n_tok, y, bias, stream);
   });

@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
       const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
       const int64_t row = row0 + r, b = c0 / QK + bi;
       w_raw[i] = typename P::Raw{};
-      if (row < n_rows && b < n_blocks) w_raw[i] = P::load(w + row * row_stride + b * sizeof(Block), k);
+      if (row < n_rows && b < n_blocks) w_raw[i] = piece_load<Block>(w + row * row_stride, b, k);
     }
   };
   auto store_step = [&](int64_t c0) {
@@ -343,7 +343,7 @@ bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream);
     a = XAct{q.q, nullptr, q.d, q.s, n_tok};
   }
-  return dispatch_block_type(w.type, [&](auto bt) {
+  return dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     if (q16) launch<typename BT::block, BT::qk, true>(w, a, y, bias, stream);
     else launch<typename BT::block, BT::qk, false>(w, a, y, bias, stream);

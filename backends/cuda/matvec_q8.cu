@@ -60,13 +60,13 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // kernels, so the first batch is prefetched into L2 before it; its loads, though written before
 // the prologue too, are moved after the wait by ptxas (seen in the SASS), prefetches are not.
 // Every kernel sums in this one order, so they all give the same bits.
-template <typename Block, int QK, int T, int R, typename Prologue>
+template <typename Block, int QK, int T, int R, int kDepth = 1, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
                                           int lane, float (&acc)[R][T], Prologue&& prologue) {
   using P = Piece<Block>;
   using Raw = typename P::Raw;
   constexpr int L = P::kLanes, kStride = kWarpSize / L;  // blocks one warp step covers
-  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2, kBatch = kStride * U;
+  constexpr int U = (sizeof(Raw) <= 16 ? 4 : 2) * kDepth, kBatch = kStride * U;
   const int n_blocks = n_cols / QK, n_sub = n_cols / 32, k = lane % L;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -78,7 +78,7 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
     for (int u = 0; u < U; ++u) {
       const int b = min(b0 + kStride * u, n_blocks - 1);  // past the end: a valid block, unused
 #pragma unroll
-      for (int r = 0; r < R; ++r) dst[r][u] = P::load(rows[r] + (size_t)b * sizeof(Block), k);
+      for (int r = 0; r < R; ++r) dst[r][u] = piece_load<Block>(rows[r], b, k);
     }
   };
   int b0 = lane / L;
@@ -165,7 +165,7 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks
   quantize_block(x[blk * 32 + lane], lane, xq + blk * 32, xd + blk, xs + blk);
 }
 
-template <typename Block, int QK, int T, bool kAccumulate>
+template <typename Block, int QK, int T, bool kAccumulate, int kDepth = 1>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
@@ -175,7 +175,7 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T, 1, kDepth>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
@@ -244,7 +244,7 @@ struct MultiArgs {
   unsigned first[4];  // first thread block of each matrix; first[n_w] = the grid
 };
 
-template <typename Block, int QK, int T>
+template <typename Block, int QK, int T, int kDepth = 1>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
                        const float* __restrict__ xd, const float* __restrict__ xs) {
@@ -255,7 +255,7 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T, 1, kDepth>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -265,7 +265,7 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
 }
 
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
-template <typename Block, int QK, int T, int kAct>
+template <typename Block, int QK, int T, int kAct, int kDepth = 1>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
                          int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
@@ -275,7 +275,7 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
   if (row >= n_rows) return;
   float acc[2][T];  // gate, up
   const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T, 2, kDepth>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
@@ -349,6 +349,17 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   }
 }
 
+// MEASUREMENT ONLY (to be removed): GAACRT_CUDA_MATVEC_DEPTH=2 doubles the blocks a one-token
+// single-row matvec keeps in flight; GAACRT_CUDA_MATVEC_DEPTH_GATE=2 the same for gate/up.
+int matvec_depth() {
+  const char* e = std::getenv("GAACRT_CUDA_MATVEC_DEPTH");
+  return e && e[0] == '2' ? 2 : 1;
+}
+int matvec_depth_gate() {
+  const char* e = std::getenv("GAACRT_CUDA_MATVEC_DEPTH_GATE");
+  return e && e[0] == '2' ? 2 : 1;
+}
+
 // Runs f(std::integral_constant<int, T>{}): T = 1 for one token (the common decode step: half
 // the registers of 8, so more warps in flight), else kMatvecQ8MaxTokens.
 template <typename F>
@@ -359,13 +370,13 @@ void dispatch_tokens(int64_t n_tok, F&& f) {
 
 }  // namespace
 
-// Weights are read with 16-bit loads, and with 32-bit loads where the block size is a multiple of
-// 4 (matvec_pieces.cuh). Weights are uploaded one tensor per allocation, so this holds; a view
-// that breaks it is refused.
+// Weights are read with 16-bit loads, with 32-bit loads where the block size is a multiple of 4,
+// and with 16-byte loads in the group-of-eight layout (matvec_pieces.cuh piece_alignment). Weights
+// are uploaded one tensor per allocation, so this holds; a view that breaks it is refused.
 void check_q8_alignment(const WeightView& w, const char* what) {
-  dispatch_block_type(w.type, [&](auto bt) {
+  dispatch_weight(w, [&](auto bt) {
     using B = typename decltype(bt)::block;
-    const unsigned align = piece_needs_align4<B>() ? 4 : 2;
+    constexpr unsigned align = piece_alignment<B>();
     if (reinterpret_cast<uintptr_t>(w.data) % align || w.row_stride % align)
       throw Error("backend", "invalid_argument",
                   strfmt("cuda %s: %s weights must start on a %u-byte boundary", what, type_name(w.type), align));
@@ -390,14 +401,18 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
   const int8_t* xq = a.q;
   const float *xd = a.d, *xs = a.s;
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
+  dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     auto run = [&](auto kernel) {
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
           w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
     };
-    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>);
-    else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>);
+    constexpr int kT = decltype(nt)::value;
+    if (kT == 1 && matvec_depth() == 2) {
+      if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, kT, true, 2>);
+      else run(matvec_q8_kernel<typename BT::block, BT::qk, kT, false, 2>);
+    } else if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, kT, true>);
+    else run(matvec_q8_kernel<typename BT::block, BT::qk, kT, false>);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -452,12 +467,12 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   bool same = true;
   for (int i = 0; i < n_w; ++i) {
     check_q8(w[i], a.n_tok, a.n_cols, "matvec_q8_multi");
-    same = same && w[i].type == w[0].type;
+    same = same && w[i].type == w[0].type && w[i].layout == w[0].layout;
   }
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-      dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[i].type, [&](auto bt) {
+      dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[i], [&](auto bt) {
         using BT = decltype(bt);
         launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kRowsPerBlock * kWarpSize, 0, stream,
             static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
@@ -478,26 +493,36 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     m.bias[i] = on && bias ? bias[i] : nullptr;
     m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock);
   }
-  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(w[0].type, [&](auto bt) {
+  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[0], [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
-        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
+    constexpr int kT = decltype(nt)::value;
+    if (kT == 1 && matvec_depth() == 2)
+      launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, kT, 2>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
+          m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
+    else
+      launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, kT>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
+          m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
                        cudaStream_t stream) {
-  if (gate.type != up.type || gate.n_rows != up.n_rows || (act != Activation::SiLU && act != Activation::GeluTanh))
+  if (gate.type != up.type || gate.layout != up.layout || gate.n_rows != up.n_rows ||
+      (act != Activation::SiLU && act != Activation::GeluTanh))
     return false;
   check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   const unsigned grid = (unsigned)((gate.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_block_type(gate.type, [&](auto bt) {
+  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(gate, [&](auto bt) {
     using BT = decltype(bt);
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
-    if (act == Activation::SiLU)
+    constexpr int kT = decltype(nt)::value;
+    if (kT == 1 && act == Activation::SiLU && matvec_depth_gate() == 2)
+      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, kT, 0, 2>, grid, kRowsPerBlock * kWarpSize, 0, stream,
+          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
+    else if (act == Activation::SiLU)
       launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
     else
@@ -520,7 +545,7 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
     return false;
   check_q8_alignment(w, "matvec_q8_self");
   const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
-  dispatch_tokens(n_tok, [&](auto nt) { dispatch_block_type(w.type, [&](auto bt) {
+  dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     if (accumulate)
       launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>, grid, kSelfRows * kWarpSize, smem, stream,

@@ -59,21 +59,21 @@ void bind_backend(nb::module_& m) {
       .def_prop_ro("name", [](const Backend& b) { return b.device().backend; })
       .def_prop_ro("device_name", [](const Backend& b) { return b.device().name; })
       .def("dequantize", [](Backend& be, Bytes2D raw, nb::handle type) {
-             WeightView w = raw_weight_view(raw, parse_type(type));
+             PlacedWeight pw(be, raw, parse_type(type));
+             const WeightView& w = pw.w;
              float* out;
              auto arr = new_f32((size_t)w.n_rows, (size_t)w.n_cols, &out);
              {
                nb::gil_scoped_release nogil;
-               DeviceBuffer wd(be, raw.size()), yd(be, (size_t)w.n_rows * w.n_cols * 4);
-               be.upload(wd.p, raw.data(), raw.size());
-               w.data = wd.p;
+               DeviceBuffer yd(be, (size_t)w.n_rows * w.n_cols * 4);
                be.dequantize(w, static_cast<float*>(yd.p));
                be.download(out, yd.p, (size_t)w.n_rows * w.n_cols * 4);
              }
              return arr;
            }, nb::arg("raw"), nb::arg("type"), "raw (n_rows, row_bytes) uint8 -> (n_rows, n_cols) float32")
       .def("matmul", [](Backend& be, Bytes2D raw, nb::handle type, F32_2D x) {
-             WeightView w = raw_weight_view(raw, parse_type(type));
+             PlacedWeight pw(be, raw, parse_type(type));
+             const WeightView& w = pw.w;
              if ((int64_t)x.shape(1) != w.n_cols)
                throw nb::value_error(strfmt("x has %zu columns, the weight rows have %lld elements", x.shape(1),
                                             (long long)w.n_cols).c_str());
@@ -82,10 +82,8 @@ void bind_backend(nb::module_& m) {
              auto arr = new_f32(n_tok, (size_t)w.n_rows, &out);
              {
                nb::gil_scoped_release nogil;
-               DeviceBuffer wd(be, raw.size()), xd(be, x.size() * 4), yd(be, n_tok * w.n_rows * 4);
-               be.upload(wd.p, raw.data(), raw.size());
+               DeviceBuffer xd(be, x.size() * 4), yd(be, n_tok * w.n_rows * 4);
                be.upload(xd.p, x.data(), x.size() * 4);
-               w.data = wd.p;
                be.matmul(w, static_cast<const float*>(xd.p), (int64_t)n_tok, static_cast<float*>(yd.p), nullptr);
                be.download(out, yd.p, n_tok * w.n_rows * 4);
              }

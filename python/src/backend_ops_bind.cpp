@@ -229,16 +229,15 @@ nb::tuple lossy_attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, cons
 
 // Weight matrices uploaded to the backend for one call: (raw rows, type) pairs.
 struct DeviceWeights {
-  std::vector<std::unique_ptr<Buf>> bufs;
+  std::vector<std::unique_ptr<PlacedWeight>> placed;
   std::vector<WeightView> w;
   DeviceWeights(Backend& be, const std::vector<std::pair<Bytes2D, nb::handle>>& ws, int64_t n_cols, const char* op) {
     for (const auto& [raw, type] : ws) {
-      WeightView v = raw_weight_view(raw, parse_type(type));
+      placed.push_back(std::make_unique<PlacedWeight>(be, raw, parse_type(type)));
+      const WeightView& v = placed.back()->w;
       if (v.n_cols != n_cols)
         throw nb::value_error(strfmt("%s: a weight has %lld columns, x has %lld", op, (long long)v.n_cols,
                                      (long long)n_cols).c_str());
-      bufs.push_back(std::make_unique<Buf>(be, raw.size(), raw.data()));
-      v.data = bufs.back()->p;
       w.push_back(v);
     }
   }
@@ -361,14 +360,14 @@ void bind_backend_ops(nb::module_& m) {
         return in_place(be, x, [&](float* p) { be.softcap(p, (int64_t)x.size(), cap); });
       }, nb::arg("backend"), nb::arg("x"), nb::arg("cap"), "cap * tanh(x / cap)");
   m.def("op_get_rows", [](Backend& be, Bytes2D raw, nb::handle type, I32 ids, float scale) {
-        WeightView w = raw_weight_view(raw, parse_type(type));
+        PlacedWeight pw(be, raw, parse_type(type));
+        const WeightView& w = pw.w;
         for (size_t i = 0; i < ids.size(); ++i)
           if (ids.data()[i] < 0 || ids.data()[i] >= w.n_rows) throw nb::value_error("get_rows: id out of range");
         float* out;
         OutF32 arr = owned<float>({ids.size(), (size_t)w.n_cols}, &out);
         nb::gil_scoped_release nogil;
-        Buf wd(be, raw.size(), raw.data()), id(be, ids.size() * 4, ids.data()), od(be, ids.size() * w.n_cols * 4);
-        w.data = wd.p;
+        Buf id(be, ids.size() * 4, ids.data()), od(be, ids.size() * w.n_cols * 4);
         be.get_rows(w, static_cast<const int32_t*>(id.p), (int64_t)ids.size(), scale, od.f());
         be.download(out, od.p, ids.size() * w.n_cols * 4);
         return arr;

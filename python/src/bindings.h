@@ -36,6 +36,22 @@ nanobind::ndarray<nanobind::numpy, T> owned(std::vector<size_t> shape, T** data)
 using RawRows = nanobind::ndarray<const uint8_t, nanobind::ndim<2>, nanobind::c_contig, nanobind::device::cpu>;
 WeightView raw_weight_view(const RawRows& raw, GGMLType ty);
 
+// Raw GGUF rows placed on a backend as a loaded model's weights are (Backend::place_weight: the
+// backend may regroup them, so the ops are tested on the layout a model runs on); the memory is
+// freed with this object.
+struct PlacedWeight {
+  Backend& be;
+  WeightView w;
+  void* owned = nullptr;
+  PlacedWeight(Backend& b, const RawRows& raw, GGMLType ty) : be(b), w(raw_weight_view(raw, ty)) {
+    w.data = raw.data();
+    w = be.place_weight(w, &owned);
+  }
+  ~PlacedWeight() { be.free(owned); }
+  PlacedWeight(const PlacedWeight&) = delete;
+  PlacedWeight& operator=(const PlacedWeight&) = delete;
+};
+
 void bind_errors(nanobind::module_& m);
 void bind_gguf(nanobind::module_& m);
 void bind_quant(nanobind::module_& m);

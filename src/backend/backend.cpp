@@ -3,12 +3,30 @@
 // tolerance of this composition (bit-identical where the op promises it).
 #include "backend.h"
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace gaacrt {
 
 void* Backend::alloc_host(size_t bytes) { return std::malloc(bytes == 0 ? 1 : bytes); }
 void Backend::free_host(void* p) { std::free(p); }
+
+WeightView Backend::place_weight(const WeightView& host, void** owned) {
+  WeightView w = host;
+  *owned = nullptr;
+  if (shares_host_memory() && reinterpret_cast<uintptr_t>(host.data) % 4 == 0) return w;
+  const size_t n = (size_t)host.n_rows * host.row_stride;
+  void* dst = alloc(n);
+  try {
+    upload(dst, host.data, n);
+  } catch (...) {
+    free(dst);
+    throw;
+  }
+  *owned = dst;
+  w.data = dst;
+  return w;
+}
 
 void Backend::norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
                            const WeightView* w, const float* const* bias, float* const* y, float* xn) {

@@ -20,6 +20,11 @@
 
 namespace gaacrt {
 
+// How a backend stores a weight's blocks: as in the GGUF file, or each run of eight blocks of a
+// row regrouped as their scales, then their quant bytes (quant/group8.h; CUDA does this for Q4_0
+// and Q8_0 rows of a multiple of 256 values, so its loads are aligned). Same bytes per row.
+enum class WeightLayout : uint8_t { GGUF = 0, Group8 = 1 };
+
 // A weight matrix in backend memory: n_rows rows (output features) of n_cols elements of `type`,
 // each row `row_stride` bytes after the previous (ggml: ne[0] = n_cols, ne[1] = n_rows).
 struct WeightView {
@@ -27,6 +32,7 @@ struct WeightView {
   int64_t n_rows = 0, n_cols = 0;
   size_t row_stride = 0;
   const void* data = nullptr;
+  WeightLayout layout = WeightLayout::GGUF;
   bool empty() const { return data == nullptr; }
 };
 
@@ -74,6 +80,11 @@ class Backend {
   // Host memory for per-step uploads: page-locked where that makes upload() asynchronous (CUDA).
   virtual void* alloc_host(size_t bytes);
   virtual void free_host(void* p);
+  // Copies a weight matrix (GGUF bytes at host.data, rows host.row_stride apart) into backend
+  // memory and returns its view there. A backend may store it in its own layout (the returned
+  // view's `layout`; its ops read that layout). *owned is the memory to free() afterwards, null
+  // when the host bytes are used in place (shares_host_memory()).
+  virtual WeightView place_weight(const WeightView& host, void** owned);
 
   // ---- step graphs (DESIGN.md "Ops, graphs and the attention op") ----
   // A backend that can record a step's ops once and replay them overrides these; the defaults

@@ -45,7 +45,11 @@ class Loader {
     w.n_rows = n_rows;
     w.n_cols = n_cols;
     w.row_stride = row_bytes(t->type, n_cols);
-    w.data = place(t->data, t->nbytes);
+    w.data = t->data;
+    bytes_ += t->nbytes;
+    void* owned = nullptr;
+    w = be_.place_weight(w, &owned);  // the backend may regroup the blocks (WeightView::layout)
+    if (owned) owned_.push_back(owned);
     return w;
   }
 

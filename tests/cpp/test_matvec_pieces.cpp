@@ -2,8 +2,9 @@
 // matvec_pieces.cuh) checked on the host, so CI (no GPU) runs it: for every quantized type, the
 // pieces of a block cover each of its values exactly once, and their int8 dot products, scaled
 // as the kernel scales them, equal the dot product of dequant_block's values with the same int8
-// activations (exact in double). The two device intrinsics it uses get their documented meaning
-// here (PTX prmt's default mode with 3-bit selectors; dp4a on signed bytes).
+// activations (exact in double); Q4_0 and Q8_0 also in the group-of-eight layout (quant/group8.h),
+// whose blocks must also read back byte for byte. The device intrinsics and types it uses get their
+// documented meaning here (PTX prmt's default mode with 3-bit selectors; dp4a on signed bytes).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -36,6 +37,8 @@ inline int __dp4a(int a, int b, int c) {
   for (int i = 0; i < 4; ++i) c += (int8_t)(a >> (8 * i)) * (int8_t)(b >> (8 * i));
   return c;
 }
+struct uint2 { uint32_t x, y; };
+struct uint4 { uint32_t x, y, z, w; };
 }  // namespace
 #include "../../backends/cuda/kernels/matvec_pieces.cuh"
 #undef __host__
@@ -47,17 +50,24 @@ namespace {
 using gaacrt::GGMLType;
 using gaacrt::strfmt;
 
-template <typename B, int QK>
+// Stored is B (the GGUF layout) or Group8<B>.
+template <typename B, int QK, typename Stored = B>
 void check_pieces(GGMLType t, const char* name) {
-  using P = gaacrt::cuda::Piece<B>;
-  std::mt19937 rng(17 + (int)t);
+  using P = gaacrt::cuda::Piece<Stored>;
+  constexpr bool kGroup8 = gaacrt::cuda::IsGroup8<Stored>::value;
+  std::mt19937 rng(17 + (int)t + 100 * kGroup8);
   for (int trial = 0; trial < 64; ++trial) {
-    // The middle block of a three-block row: for 18-, 22-, 34- and 210-byte blocks it starts on a
-    // 2-byte boundary only, as odd blocks do in a real row (the sanitizer checks the loads).
-    std::vector<uint8_t> row = gaacrt::test::random_row(t, 3 * QK, rng);
-    const uint8_t* raw = row.data() + sizeof(B);
+    // GGUF: the middle block of a three-block row: for 18-, 22-, 34- and 210-byte blocks it starts
+    // on a 2-byte boundary only, as odd blocks do in a real row (the sanitizer checks the loads).
+    // Group of eight: every slot of a two-group row in turn.
+    const int n_blocks = kGroup8 ? 2 * gaacrt::kGroup8 : 3, b = kGroup8 ? trial % n_blocks : 1;
+    std::vector<uint8_t> row = gaacrt::test::random_row(t, n_blocks * QK, rng), stored = row;
+    if constexpr (kGroup8)
+      for (int i = 0; i < n_blocks; ++i) gaacrt::group8_place_block<B>(row.data(), stored.data(), (uint32_t)i);
     B blk;
-    std::memcpy(&blk, raw, sizeof(B));
+    std::memcpy(&blk, row.data() + b * sizeof(B), sizeof(B));
+    const B back = gaacrt::cuda::StoredBlock<Stored>::at(stored.data(), b);
+    CHECK(std::memcmp(&back, &blk, sizeof(B)) == 0, strfmt("%s: block %d does not read back", name, b));
     float w[QK];
     gaacrt::dequant_block(blk, w);
     int8_t xq[QK];
@@ -66,7 +76,7 @@ void check_pieces(GGMLType t, const char* name) {
     for (int i = 0; i < QK; ++i) ref += (double)w[i] * xq[i];
     std::vector<int> seen(QK, 0);
     for (int k = 0; k < P::kLanes; ++k) {
-      const auto v = P::unpack(P::load(raw, k), k);
+      const auto v = P::unpack(gaacrt::cuda::piece_load<Stored>(stored.data(), b, k), k);
       for (int g = 0; g < P::G; ++g) {
         int s = 0;
         for (int i = 0; i < P::W; ++i) {
@@ -98,6 +108,8 @@ TEST_CASE(cuda_matvec_pieces_match_dequant_block) {
   check_pieces<gaacrt::block_q5_k, 256>(GGMLType::Q5_K, "q5_K");
   check_pieces<gaacrt::block_q6_k, 256>(GGMLType::Q6_K, "q6_K");
   check_pieces<gaacrt::block_iq4_xs, 256>(GGMLType::IQ4_XS, "iq4_xs");
+  check_pieces<gaacrt::block_q4_0, 32, gaacrt::cuda::Group8<gaacrt::block_q4_0>>(GGMLType::Q4_0, "q4_0 group8");
+  check_pieces<gaacrt::block_q8_0, 32, gaacrt::cuda::Group8<gaacrt::block_q8_0>>(GGMLType::Q8_0, "q8_0 group8");
 }
 
 }  // namespace

@@ -18,9 +18,12 @@
 // as a signed byte, with no carry between bytes because q + 128 - off < 256.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
+#include "../block_traits.cuh"
 #include "common/half.h"
 #include "quant/blocks.h"
+#include "quant/group8.h"
 
 namespace gaacrt::cuda {
 
@@ -363,10 +366,43 @@ struct Piece<block_iq4_xs> {
   }
 };
 
-// Block sizes that are multiples of 4 are read with 32-bit loads: their data must be 4-aligned.
+// ---- the group-of-eight layout (quant/group8.h): aligned loads --------------------------------
+// The same pieces as the GGUF types above (same lanes, values and unpacking), read from the
+// regrouped row: a lane's quant bytes in one aligned load (8 bytes of a Q4_0 block, 16 of a
+// Q8_0 block) instead of two-byte loads, its scale from the group's scale array.
+template <>
+struct Piece<Group8<block_q4_0>> : Piece<block_q4_0> {
+  __device__ static Raw load_at(const uint8_t* row, int64_t b, int k) {
+    const uint2 q = *reinterpret_cast<const uint2*>(row + group8_payload_offset<block_q4_0>((uint32_t)b) + 8 * k);
+    return {q.x, q.y, pieces::ld16(row + group8_scale_offset<block_q4_0>((uint32_t)b))};
+  }
+};
+template <>
+struct Piece<Group8<block_q8_0>> : Piece<block_q8_0> {
+  __device__ static Raw load_at(const uint8_t* row, int64_t b, int k) {
+    const uint4 q = *reinterpret_cast<const uint4*>(row + group8_payload_offset<block_q8_0>((uint32_t)b) + 16 * k);
+    return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_scale_offset<block_q8_0>((uint32_t)b))};
+  }
+};
+
+template <typename Block>
+struct IsGroup8 : std::false_type {};
 template <typename B>
-constexpr bool piece_needs_align4() {
-  return sizeof(B) % 4 == 0;
+struct IsGroup8<Group8<B>> : std::true_type {};
+
+// Piece k of block b of a weight row, in either layout.
+template <typename Block>
+__device__ __forceinline__ typename Piece<Block>::Raw piece_load(const uint8_t* row, int64_t b, int k) {
+  if constexpr (IsGroup8<Block>::value) return Piece<Block>::load_at(row, b, k);
+  else return Piece<Block>::load(row + (size_t)b * sizeof(Block), k);
+}
+
+// The alignment a piece's loads need of the weight data and row stride: 16 bytes in the
+// group-of-eight layout, 4 where the block size is a multiple of 4 (32-bit loads), else 2.
+template <typename Block>
+constexpr unsigned piece_alignment() {
+  if constexpr (IsGroup8<Block>::value) return 16;
+  else return sizeof(Block) % 4 == 0 ? 4 : 2;
 }
 
 }  // namespace gaacrt::cuda

@@ -1,0 +1,66 @@
+// place_weight.cu — weights into device memory. Q4_0 and Q8_0 rows of whole groups of eight
+// blocks are regrouped (quant/group8.h: each group's scales, then its quant arrays) so the decode
+// matvec and the prefill matmul read them with aligned 16-byte loads; everything else keeps the
+// GGUF bytes. GAACRT_CUDA_GROUP8=0 keeps the GGUF layout for every weight (for comparisons).
+#include <cstdlib>
+
+#include "block_traits.cuh"
+#include "cuda_backend.h"
+#include "cuda_common.h"
+
+namespace gaacrt::cuda {
+namespace {
+
+// One thread per block: GGUF row r of src to regrouped row r of dst.
+template <typename B>
+__global__ void group8_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict__ dst, int64_t n_rows,
+                              int64_t blocks_per_row, size_t row_stride) {
+  pdl_begin();
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_rows * blocks_per_row) return;
+  const int64_t r = i / blocks_per_row;
+  group8_place_block<B>(src + r * row_stride, dst + r * row_stride, (uint32_t)(i % blocks_per_row));
+}
+
+bool group8_enabled() {  // read per weight (loading is not hot), so a test can switch it
+  const char* e = std::getenv("GAACRT_CUDA_GROUP8");
+  return !(e && e[0] == '0');
+}
+
+// Device memory freed when it goes out of scope (the staging copy).
+struct Staging {
+  CudaBackend& be;
+  void* p;
+  ~Staging() { be.free(p); }
+};
+
+}  // namespace
+
+WeightView CudaBackend::place_weight(const WeightView& host, void** owned) {
+  if (!group8_enabled() || !group8_eligible(host.type, host.n_cols) || host.n_rows <= 0)
+    return Backend::place_weight(host, owned);
+  const size_t n = (size_t)host.n_rows * host.row_stride;
+  Staging staging{*this, alloc(n)};
+  upload(staging.p, host.data, n);
+  void* dst = alloc(n);
+  WeightView w = host;
+  w.data = dst;
+  w.layout = WeightLayout::Group8;
+  try {
+    const int64_t bpr = host.n_cols / 32, n_blocks = host.n_rows * bpr;  // Q4_0 and Q8_0: 32 values a block
+    constexpr int kThreads = 256;
+    launch_kernel(host.type == GGMLType::Q4_0 ? group8_kernel<block_q4_0> : group8_kernel<block_q8_0>,
+                  (unsigned)((n_blocks + kThreads - 1) / kThreads), kThreads, 0, stream_,
+                  static_cast<const uint8_t*>(staging.p), static_cast<uint8_t*>(dst), host.n_rows, bpr,
+                  host.row_stride);
+    GAACRT_CUDA_CHECK(cudaGetLastError());
+    synchronize();  // before the staging copy is freed
+  } catch (...) {
+    free(dst);
+    throw;
+  }
+  *owned = dst;
+  return w;
+}
+
+}  // namespace gaacrt::cuda

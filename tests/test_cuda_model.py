@@ -49,7 +49,7 @@ def test_cuda_q4_0_model_in_the_group8_layout_matches_cpu(tmp_path, monkeypatch)
     # Every matrix of this model is Q4_0 with a multiple of 256 columns, so the GPU stores them all
     # regrouped by eight (place_weight.cu): its logits against the CPU's, and against the same
     # model loaded with the GGUF layout (GAACRT_CUDA_GROUP8=0; prefill gives the same bits, the
-    # decode matvec's lanes sum the values in another order).
+    # decode matvec's lanes split the values differently).
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "q4_0.gguf", "llama", seed=5, weight_type="q4_0", n_layers=2, n_embd=512,
                             n_head=8, n_head_kv=2, head_dim=64, n_ff=1536)
@@ -61,7 +61,11 @@ def test_cuda_q4_0_model_in_the_group8_layout_matches_cpu(tmp_path, monkeypatch)
     monkeypatch.setenv("GAACRT_CUDA_GROUP8", "0")
     plain, _ = logits_run(gaacrt.Model(str(path), backend="cuda"), toks, 50, 10)
     assert np.array_equal(got[:50].view(np.uint32), plain[:50].view(np.uint32))
-    assert max(np.linalg.norm(a - b) / np.linalg.norm(b) for a, b in zip(got[50:], plain[50:])) < 1e-4
+    # Decode: each layout's matvec rounds its float partial sums in its own order (ulps per matrix,
+    # grown over the layers); reading a wrong block would differ by the size of the logits.
+    rel = max(np.linalg.norm(a - b) / np.linalg.norm(b) for a, b in zip(got[50:], plain[50:]))
+    print("group8 vs GGUF layout, decode logits: max relative L2", rel)
+    assert rel < 5e-3
 
 
 def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):

@@ -31,11 +31,16 @@ struct XQ {
 };
 
 // The W int8x4 words of x a piece's group meets (columns off(i) from xr), in as few loads as
-// their layout allows: 16 contiguous bytes (Q8_0, K-quants' groups start on 16-byte columns),
-// two runs of 8 (nibble types: 0-7 and 16-23, from an 8-byte column), or one run of 8 (Q6_K).
+// their layout allows: 32 contiguous bytes (regrouped Q4_0), 16 (Q8_0, K-quants' groups start on
+// 16-byte columns), two runs of 8 (nibble types: 0-7 and 16-23, from an 8-byte column), or one run of 8 (Q6_K).
 template <typename P>
 __device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
-  if constexpr (P::W == 4 && P::off(3) == 12) {
+  if constexpr (P::W == 8) {
+    static_assert(P::off(7) == 28, "32 contiguous bytes");
+    const int4 a = *reinterpret_cast<const int4*>(xr), b = *reinterpret_cast<const int4*>(xr + 16);
+    xw[0] = a.x; xw[1] = a.y; xw[2] = a.z; xw[3] = a.w;
+    xw[4] = b.x; xw[5] = b.y; xw[6] = b.z; xw[7] = b.w;
+  } else if constexpr (P::W == 4 && P::off(3) == 12) {
     const int4 v = *reinterpret_cast<const int4*>(xr);
     xw[0] = v.x; xw[1] = v.y; xw[2] = v.z; xw[3] = v.w;
   } else if constexpr (P::W == 4) {
@@ -60,13 +65,13 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // kernels, so the first batch is prefetched into L2 before it; its loads, though written before
 // the prologue too, are moved after the wait by ptxas (seen in the SASS), prefetches are not.
 // Every kernel sums in this one order, so they all give the same bits.
-template <typename Block, int QK, int T, int R, int kDepth = 1, typename Prologue>
+template <typename Block, int QK, int T, int R, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
                                           int lane, float (&acc)[R][T], Prologue&& prologue) {
   using P = Piece<Block>;
   using Raw = typename P::Raw;
   constexpr int L = P::kLanes, kStride = kWarpSize / L;  // blocks one warp step covers
-  constexpr int U = (sizeof(Raw) <= 16 ? 4 : 2) * kDepth, kBatch = kStride * U;
+  constexpr int U = sizeof(Raw) <= 16 ? 4 : 2, kBatch = kStride * U;
   const int n_blocks = n_cols / QK, n_sub = n_cols / 32, k = lane % L;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -165,7 +170,7 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks
   quantize_block(x[blk * 32 + lane], lane, xq + blk * 32, xd + blk, xs + blk);
 }
 
-template <typename Block, int QK, int T, bool kAccumulate, int kDepth = 1>
+template <typename Block, int QK, int T, bool kAccumulate>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
@@ -175,7 +180,7 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK, T, 1, kDepth>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
@@ -244,7 +249,7 @@ struct MultiArgs {
   unsigned first[4];  // first thread block of each matrix; first[n_w] = the grid
 };
 
-template <typename Block, int QK, int T, int kDepth = 1>
+template <typename Block, int QK, int T>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
                        const float* __restrict__ xd, const float* __restrict__ xs) {
@@ -255,7 +260,7 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK, T, 1, kDepth>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -265,7 +270,7 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
 }
 
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
-template <typename Block, int QK, int T, int kAct, int kDepth = 1>
+template <typename Block, int QK, int T, int kAct>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
                          int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
@@ -275,7 +280,7 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
   if (row >= n_rows) return;
   float acc[2][T];  // gate, up
   const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK, T, 2, kDepth>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
@@ -349,17 +354,6 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   }
 }
 
-// MEASUREMENT ONLY (to be removed): GAACRT_CUDA_MATVEC_DEPTH=2 doubles the blocks a one-token
-// single-row matvec keeps in flight; GAACRT_CUDA_MATVEC_DEPTH_GATE=2 the same for gate/up.
-int matvec_depth() {
-  const char* e = std::getenv("GAACRT_CUDA_MATVEC_DEPTH");
-  return e && e[0] == '2' ? 2 : 1;
-}
-int matvec_depth_gate() {
-  const char* e = std::getenv("GAACRT_CUDA_MATVEC_DEPTH_GATE");
-  return e && e[0] == '2' ? 2 : 1;
-}
-
 // Runs f(std::integral_constant<int, T>{}): T = 1 for one token (the common decode step: half
 // the registers of 8, so more warps in flight), else kMatvecQ8MaxTokens.
 template <typename F>
@@ -407,12 +401,8 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
           w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
     };
-    constexpr int kT = decltype(nt)::value;
-    if (kT == 1 && matvec_depth() == 2) {
-      if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, kT, true, 2>);
-      else run(matvec_q8_kernel<typename BT::block, BT::qk, kT, false, 2>);
-    } else if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, kT, true>);
-    else run(matvec_q8_kernel<typename BT::block, BT::qk, kT, false>);
+    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>);
+    else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -495,13 +485,8 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   }
   dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[0], [&](auto bt) {
     using BT = decltype(bt);
-    constexpr int kT = decltype(nt)::value;
-    if (kT == 1 && matvec_depth() == 2)
-      launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, kT, 2>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
-          m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
-    else
-      launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, kT>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
-          m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
+    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
+        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
   }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -518,11 +503,7 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
     using BT = decltype(bt);
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
-    constexpr int kT = decltype(nt)::value;
-    if (kT == 1 && act == Activation::SiLU && matvec_depth_gate() == 2)
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, kT, 0, 2>, grid, kRowsPerBlock * kWarpSize, 0, stream,
-          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
-    else if (act == Activation::SiLU)
+    if (act == Activation::SiLU)
       launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
           g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
     else

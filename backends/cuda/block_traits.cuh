@@ -51,15 +51,18 @@ struct StoredBlock<Group8<B>> {
   using block = B;
   __device__ static B at(const uint8_t* row, int64_t b) {
     B out;
-    memcpy(&out.d, row + group8_scale_offset<B>((uint32_t)b), 2);
-    memcpy(out.qs, row + group8_payload_offset<B>((uint32_t)b), sizeof(out.qs));
+    for (int f = 0; f < Group8Traits<B>::kFields; ++f) {
+      const Group8Field fld = Group8Traits<B>::field(f);
+      memcpy(reinterpret_cast<uint8_t*>(&out) + fld.off, row + group8_field_offset<B>(f, (uint32_t)b), fld.size);
+    }
     return out;
   }
 };
 
-// True when `t` can be stored as Group8 (quant/group8.h): Q4_0 and Q8_0 rows of whole groups.
+// True when `t` can be stored as Group8 (quant/group8.h): Q4_0, Q8_0 and Q6_K rows of whole groups.
 inline bool group8_eligible(GGMLType t, int64_t n_cols) {
-  return (t == GGMLType::Q4_0 || t == GGMLType::Q8_0) && n_cols % (32 * kGroup8) == 0;
+  if (t == GGMLType::Q4_0 || t == GGMLType::Q8_0) return n_cols % (32 * kGroup8) == 0;
+  return t == GGMLType::Q6_K && n_cols % (QK_K * kGroup8) == 0;
 }
 
 // dispatch_block_type for a weight view: its Group8 layout is its own block type.
@@ -69,6 +72,7 @@ bool dispatch_weight(const WeightView& w, F&& f) {
     switch (w.type) {
       case GGMLType::Q4_0: f(BlockType<Group8<block_q4_0>, QK4_0>{}); return true;
       case GGMLType::Q8_0: f(BlockType<Group8<block_q8_0>, QK8_0>{}); return true;
+      case GGMLType::Q6_K: f(BlockType<Group8<block_q6_k>, QK_K>{}); return true;
       default: throw Error("backend", "invalid_argument",
                            strfmt("cuda: a %s weight in the group-of-eight layout", type_name(w.type)));
     }

@@ -30,7 +30,7 @@ class CudaBackend final : public Backend {
   bool shares_host_memory() const override { return false; }
   void* alloc_host(size_t bytes) override;  // page-locked
   void free_host(void* p) override;
-  // Q4_0 / Q8_0 rows of whole groups of eight blocks in the group-of-eight layout (place_weight.cu).
+  // Q4_0 / Q8_0 / Q6_K rows of whole groups of eight blocks in the group-of-eight layout (place_weight.cu).
   WeightView place_weight(const WeightView& host, void** owned) override;
 
   // CUDA graphs (stream capture); GAACRT_CUDA_GRAPH=0 turns recording and replay off.

@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
   using P = Piece<Block>;
   constexpr bool kMin = P::kMin;
   // Q6_K's scale changes every 16 columns: two k16 mma per slice instead of one k32.
-  constexpr bool k16 = std::is_same_v<Block, block_q6_k>;
+  constexpr bool k16 = std::is_same_v<typename StoredBlock<Block>::block, block_q6_k>;
   constexpr int L = P::kLanes, kBpc = kKc / QK;  // lanes per block, weight blocks per row in a step
   static_assert(kKc % QK == 0, "a step holds whole blocks");
   pdl_begin();

@@ -1,4 +1,4 @@
-// place_weight.cu — weights into device memory. Q4_0 and Q8_0 rows of whole groups of eight
+// place_weight.cu — weights into device memory. Q4_0, Q8_0 and Q6_K rows of whole groups of eight
 // blocks are regrouped (quant/group8.h: each group's scales, then its quant arrays) so the decode
 // matvec and the prefill matmul read them with aligned 16-byte loads; everything else keeps the
 // GGUF bytes. GAACRT_CUDA_GROUP8=0 keeps the GGUF layout for every weight (for comparisons).
@@ -47,9 +47,11 @@ WeightView CudaBackend::place_weight(const WeightView& host, void** owned) {
   w.data = dst;
   w.layout = WeightLayout::Group8;
   try {
-    const int64_t bpr = host.n_cols / 32, n_blocks = host.n_rows * bpr;  // Q4_0 and Q8_0: 32 values a block
+    const bool k = host.type == GGMLType::Q6_K;
+    const int64_t bpr = host.n_cols / (k ? QK_K : 32), n_blocks = host.n_rows * bpr;
     constexpr int kThreads = 256;
-    launch_kernel(host.type == GGMLType::Q4_0 ? group8_kernel<block_q4_0> : group8_kernel<block_q8_0>,
+    launch_kernel(k ? group8_kernel<block_q6_k>
+                    : host.type == GGMLType::Q4_0 ? group8_kernel<block_q4_0> : group8_kernel<block_q8_0>,
                   (unsigned)((n_blocks + kThreads - 1) / kThreads), kThreads, 0, stream_,
                   static_cast<const uint8_t*>(staging.p), static_cast<uint8_t*>(dst), host.n_rows, bpr,
                   host.row_stride);

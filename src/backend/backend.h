@@ -21,8 +21,8 @@
 namespace gaacrt {
 
 // How a backend stores a weight's blocks: as in the GGUF file, or each run of eight blocks of a
-// row regrouped as their scales, then their quant bytes (quant/group8.h; CUDA does this for Q4_0
-// and Q8_0 rows of a multiple of 256 values, so its loads are aligned). Same bytes per row.
+// row regrouped field by field: their scales, then their quant bytes (quant/group8.h; CUDA does
+// this for Q4_0, Q8_0 and Q6_K rows of whole groups, so its loads are aligned). Same bytes per row.
 enum class WeightLayout : uint8_t { GGUF = 0, Group8 = 1 };
 
 // A weight matrix in backend memory: n_rows rows (output features) of n_cols elements of `type`,

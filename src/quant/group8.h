@@ -1,20 +1,22 @@
-// group8.h — the "group of eight" weight layout: GGUF's Q4_0 and Q8_0 blocks regrouped so that a
-// GPU reads their quant bytes with aligned 16-byte loads (portable: C++, CUDA and MSL).
+// group8.h — the "group of eight" weight layout: GGUF's Q4_0, Q8_0 and Q6_K blocks regrouped so
+// that a GPU reads their quant bytes with aligned 8- and 16-byte loads (portable: C++, CUDA, MSL).
 //
 // A Q4_0 block is 18 bytes (fp16 d, then 16 bytes of nibbles), so in a GGUF row its quant bytes
-// sit at 2-byte alignment and a GPU must read them 2 bytes at a time: five loads per lane per
-// block, each warp load spread over three cache lines. On the H200 that load traffic through the
-// L1, not DRAM, bounds the decode matrix-vector product. Regrouping eight consecutive blocks of a
-// row as their eight scales, then their eight quant arrays, keeps the row's size and its bytes'
-// range, and puts every quant array on a 16-byte boundary:
+// sit at 2-byte alignment and a GPU must read them 2 bytes at a time (Q6_K's 210-byte blocks
+// likewise): five loads per lane per Q4_0 block, each warp load spread over three cache lines.
+// On the H200 those many narrow loads, not DRAM, bound the decode matrix-vector product.
+// Regrouping eight consecutive blocks of a row field by field — the eight values of the first
+// field, then of the second, ... — keeps the row's size and its bytes' range, and puts every
+// field of every block on an aligned boundary:
 //
-//   GGUF  | d0 qs0 | d1 qs1 | ... | d7 qs7 |           8 x (2 + P) bytes
-//   group | d0 d1 ... d7 | qs0 | qs1 | ... | qs7 |    16 + 8 P bytes (P = 16 for Q4_0, 32 for Q8_0)
+//   GGUF   | d0 qs0 | d1 qs1 | ... | d7 qs7 |          8 x 18 bytes
+//   group  | d0 d1 ... d7 | qs0 | qs1 | ... | qs7 |   16 + 8 x 16 bytes (qs 16-aligned)
+//   Q6_K   | d0..d7 (16) | scales0..7 (128) | ql0..7 (1024) | qh0..7 (512) |   8 x 210 bytes
 //
 // Block b of a row lives in group b / 8, at slot b % 8. Only rows of a multiple of 8 blocks are
-// regrouped (n_cols % 256 == 0), and a backend chooses it (Backend::place_weight; WeightView::layout
-// says which layout a view has). The blocks' contents are unchanged, so dequantizing a regrouped
-// block gives the same bits.
+// regrouped, and a backend chooses it (Backend::place_weight; WeightView::layout says which layout
+// a view has). The blocks' contents are unchanged, so dequantizing a regrouped block gives the
+// same bits.
 #pragma once
 #include "../common/portable.h"
 #include "blocks.h"
@@ -23,24 +25,40 @@ namespace gaacrt {
 
 constexpr int kGroup8 = 8;
 
-// Block types with an fp16 scale at byte 0 followed by a 16-byte-multiple payload: the ones this
-// layout applies to.
+// A field of a block: its byte offset in the GGUF block and its size.
+struct Group8Field {
+  uint32_t off, size;
+};
+
+// The block types the layout applies to, with their fields in group order (each field's eight
+// copies are a multiple of 16 bytes, so every field of a group starts 16-aligned).
 template <typename B>
 struct Group8Traits;
 template <>
-struct Group8Traits<block_q4_0> { static constexpr int kPayload = QK4_0 / 2; };
+struct Group8Traits<block_q4_0> {
+  static constexpr int kFields = 2;  // d, qs
+  static constexpr Group8Field field(int f) { return f == 0 ? Group8Field{0, 2} : Group8Field{2, 16}; }
+};
 template <>
-struct Group8Traits<block_q8_0> { static constexpr int kPayload = QK8_0; };
+struct Group8Traits<block_q8_0> {
+  static constexpr int kFields = 2;  // d, qs
+  static constexpr Group8Field field(int f) { return f == 0 ? Group8Field{0, 2} : Group8Field{2, 32}; }
+};
+template <>
+struct Group8Traits<block_q6_k> {
+  static constexpr int kFields = 4;  // d, scales, ql, qh
+  static constexpr Group8Field field(int f) {
+    return f == 0 ? Group8Field{208, 2} : f == 1 ? Group8Field{192, 16} : f == 2 ? Group8Field{0, 128} : Group8Field{128, 64};
+  }
+};
 
-// Byte offsets of block b's scale and payload from the start of its row.
-// (A row is far below 4 GiB, so 32 bits hold any offset in it.)
+// Byte offset, from the start of its row, of field f of block b. (A row is far below 4 GiB, so
+// 32 bits hold any offset in it.)
 template <typename B>
-GAACRT_HD uint32_t group8_scale_offset(uint32_t b) {
-  return (b / kGroup8) * (kGroup8 * (uint32_t)sizeof(B)) + 2 * (b % kGroup8);
-}
-template <typename B>
-GAACRT_HD uint32_t group8_payload_offset(uint32_t b) {
-  return (b / kGroup8) * (kGroup8 * (uint32_t)sizeof(B)) + 2 * kGroup8 + Group8Traits<B>::kPayload * (b % kGroup8);
+GAACRT_HD uint32_t group8_field_offset(int f, uint32_t b) {
+  uint32_t off = (b / kGroup8) * (kGroup8 * (uint32_t)sizeof(B));
+  for (int i = 0; i < f; ++i) off += kGroup8 * Group8Traits<B>::field(i).size;
+  return off + Group8Traits<B>::field(f).size * (b % kGroup8);
 }
 
 // Copies block b of a GGUF row to its place in the regrouped row (the backend's upload kernel
@@ -48,16 +66,14 @@ GAACRT_HD uint32_t group8_payload_offset(uint32_t b) {
 template <typename B>
 GAACRT_HD void group8_place_block(const GAACRT_DEVICE uint8_t* gguf_row, GAACRT_DEVICE uint8_t* group8_row, uint32_t b) {
   const GAACRT_DEVICE uint8_t* src = gguf_row + b * (uint32_t)sizeof(B);
-  GAACRT_DEVICE uint8_t* scale = group8_row + group8_scale_offset<B>(b);
-  GAACRT_DEVICE uint8_t* payload = group8_row + group8_payload_offset<B>(b);
-  scale[0] = src[0];
-  scale[1] = src[1];
-  for (int i = 0; i < Group8Traits<B>::kPayload; ++i) payload[i] = src[2 + i];
+  for (int f = 0; f < Group8Traits<B>::kFields; ++f) {
+    const Group8Field fld = Group8Traits<B>::field(f);
+    GAACRT_DEVICE uint8_t* dst = group8_row + group8_field_offset<B>(f, b);
+    for (uint32_t i = 0; i < fld.size; ++i) dst[i] = src[fld.off + i];
+  }
 }
 
-static_assert(sizeof(block_q4_0) == 2 + Group8Traits<block_q4_0>::kPayload, "Q4_0: fp16 scale + payload");
-static_assert(sizeof(block_q8_0) == 2 + Group8Traits<block_q8_0>::kPayload, "Q8_0: fp16 scale + payload");
-static_assert((kGroup8 * sizeof(block_q4_0)) % 16 == 0 && (kGroup8 * sizeof(block_q8_0)) % 16 == 0,
-              "a group is a whole number of 16-byte units, so every group starts 16-aligned");
+static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q8_0) == 34 && sizeof(block_q6_k) == 210,
+              "the fields above cover each block exactly");
 
 }  // namespace gaacrt

@@ -2,7 +2,7 @@
 // matvec_pieces.cuh) checked on the host, so CI (no GPU) runs it: for every quantized type, the
 // pieces of a block cover each of its values exactly once, and their int8 dot products, scaled
 // as the kernel scales them, equal the dot product of dequant_block's values with the same int8
-// activations (exact in double); Q4_0 and Q8_0 also in the group-of-eight layout (quant/group8.h),
+// activations (exact in double); Q4_0, Q8_0 and Q6_K also in the group-of-eight layout (quant/group8.h),
 // whose blocks must also read back byte for byte. The device intrinsics and types it uses get their
 // documented meaning here (PTX prmt's default mode with 3-bit selectors; dp4a on signed bytes).
 #include <cmath>
@@ -110,6 +110,7 @@ TEST_CASE(cuda_matvec_pieces_match_dequant_block) {
   check_pieces<gaacrt::block_iq4_xs, 256>(GGMLType::IQ4_XS, "iq4_xs");
   check_pieces<gaacrt::block_q4_0, 32, gaacrt::cuda::Group8<gaacrt::block_q4_0>>(GGMLType::Q4_0, "q4_0 group8");
   check_pieces<gaacrt::block_q8_0, 32, gaacrt::cuda::Group8<gaacrt::block_q8_0>>(GGMLType::Q8_0, "q8_0 group8");
+  check_pieces<gaacrt::block_q6_k, 256, gaacrt::cuda::Group8<gaacrt::block_q6_k>>(GGMLType::Q6_K, "q6_K group8");
 }
 
 }  // namespace

@@ -367,7 +367,7 @@ struct Piece<block_iq4_xs> {
 };
 
 // ---- the group-of-eight layout (quant/group8.h): aligned loads --------------------------------
-// A lane's quant bytes come in one aligned load and its scale from the group's scale array.
+// A lane's quant bytes come in aligned loads and its scale from the group's scale array.
 // Q4_0: one lane per block, all 16 bytes (values 0..15 in the low nibbles, 16..31 in the high),
 // so a warp load is 512 contiguous bytes: the fewer loads a warp has outstanding per byte, the
 // more bytes the SM keeps in flight (doubling the blocks in flight per lane instead made the
@@ -380,8 +380,8 @@ struct Piece<Group8<block_q4_0>> {
   __host__ __device__ static constexpr int off(int i) { return pieces::contiguous_off(i); }
   struct Raw { uint32_t q[4], d; };
   __device__ static Raw load_at(const uint8_t* row, int64_t b, int) {
-    const uint4 q = *reinterpret_cast<const uint4*>(row + group8_payload_offset<block_q4_0>((uint32_t)b));
-    return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_scale_offset<block_q4_0>((uint32_t)b))};
+    const uint4 q = *reinterpret_cast<const uint4*>(row + group8_field_offset<block_q4_0>(1, (uint32_t)b));
+    return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_field_offset<block_q4_0>(0, (uint32_t)b))};
   }
   __device__ static PieceVals<G, W> unpack(const Raw& r, int) {
     PieceVals<G, W> v;
@@ -398,8 +398,28 @@ struct Piece<Group8<block_q4_0>> {
 template <>
 struct Piece<Group8<block_q8_0>> : Piece<block_q8_0> {
   __device__ static Raw load_at(const uint8_t* row, int64_t b, int k) {
-    const uint4 q = *reinterpret_cast<const uint4*>(row + group8_payload_offset<block_q8_0>((uint32_t)b) + 16 * k);
-    return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_scale_offset<block_q8_0>((uint32_t)b))};
+    const uint4 q = *reinterpret_cast<const uint4*>(row + group8_field_offset<block_q8_0>(1, (uint32_t)b) + 16 * k);
+    return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_field_offset<block_q8_0>(0, (uint32_t)b))};
+  }
+};
+// Q6_K: the GGUF piece's lanes and values; each of its three 8-byte runs (two of ql, one of qh)
+// and its four scales are one 8-byte load, instead of two-byte loads.
+template <>
+struct Piece<Group8<block_q6_k>> : Piece<block_q6_k> {
+  __device__ static Raw load_at(const uint8_t* row, int64_t b, int k) {
+    const int n = k >> 2, l0 = 8 * (k & 3);
+    const uint32_t bb = (uint32_t)b;
+    const uint8_t* ql = row + group8_field_offset<block_q6_k>(2, bb) + 64 * n + l0;
+    const uint2 a = *reinterpret_cast<const uint2*>(ql), c = *reinterpret_cast<const uint2*>(ql + 32);
+    const uint2 h = *reinterpret_cast<const uint2*>(row + group8_field_offset<block_q6_k>(3, bb) + 32 * n + l0);
+    const uint2 s = *reinterpret_cast<const uint2*>(row + group8_field_offset<block_q6_k>(1, bb) + 8 * n);
+    Raw r;
+    r.l0[0] = a.x; r.l0[1] = a.y;
+    r.l1[0] = c.x; r.l1[1] = c.y;
+    r.h[0] = h.x; r.h[1] = h.y;
+    r.sc[0] = s.x & 0xFFFFu; r.sc[1] = s.x >> 16; r.sc[2] = s.y & 0xFFFFu; r.sc[3] = s.y >> 16;
+    r.d = pieces::ld16(row + group8_field_offset<block_q6_k>(0, bb));
+    return r;
   }
 };
 

@@ -44,6 +44,10 @@ __device__ __forceinline__ uint32_t ld32_a2(const uint8_t* p) { return ld16(p) |
 // 32 bits from a 4-byte-aligned address (blocks whose size is a multiple of 4; the launchers
 // check the data pointer).
 __device__ __forceinline__ uint32_t ld32_a4(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+// 64 and 128 bits from an 8- and a 16-byte-aligned address: blocks whose size is a multiple of 8
+// (Q5_1, IQ4_XS) or 16 (Q4_K, Q5_K) are read in those, one load where four 32-bit ones were.
+__device__ __forceinline__ uint2 ld64_a8(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
+__device__ __forceinline__ uint4 ld128_a16(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
 template <int kOff>
 __device__ __forceinline__ uint32_t minus(uint32_t q) {  // per byte: q - kOff, as int8
@@ -213,7 +217,8 @@ struct Piece<block_q5_1> {
   struct Raw { uint32_t q0, q1, qh, dm; };
   __device__ static Raw load(const uint8_t* b, int k) {
     using namespace pieces;
-    return {ld32_a4(b + 8 + 8 * k), ld32_a4(b + 12 + 8 * k), ld32_a4(b + 4), ld32_a4(b)};
+    const uint2 q = ld64_a8(b + 8 + 8 * k), head = ld64_a8(b);  // head: dm, qh
+    return {q.x, q.y, head.y, head.x};
   }
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     PieceVals<G, W> v;
@@ -260,13 +265,16 @@ struct PieceK45 {
     const int c = k >> 1, j0 = 16 * (k & 1);
     const uint8_t* qs = b + (kQ5 ? 48 : 16) + 32 * c + j0;
     Raw r;
-    for (int i = 0; i < 4; ++i) r.q[i] = ld32_a4(qs + 4 * i);
-    if (kQ5)
-      for (int i = 0; i < 4; ++i) r.h[i] = ld32_a4(b + 16 + j0 + 4 * i);
-    r.dd = ld32_a4(b);
-    r.s0 = ld32_a4(b + 4);
-    r.s1 = ld32_a4(b + 8);
-    r.s2 = ld32_a4(b + 12);
+    const uint4 q = ld128_a16(qs), head = ld128_a16(b);  // head: d and dmin, the 12 scale bytes
+    r.q[0] = q.x; r.q[1] = q.y; r.q[2] = q.z; r.q[3] = q.w;
+    if constexpr (kQ5) {
+      const uint4 h = ld128_a16(b + 16 + j0);
+      r.h[0] = h.x; r.h[1] = h.y; r.h[2] = h.z; r.h[3] = h.w;
+    }
+    r.dd = head.x;
+    r.s0 = head.y;
+    r.s1 = head.z;
+    r.s2 = head.w;
     return r;
   }
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
@@ -350,8 +358,9 @@ struct Piece<block_iq4_xs> {
   struct Raw { uint32_t q0, q1, dh, sl; };
   __device__ static Raw load(const uint8_t* b, int k) {
     using namespace pieces;
-    const uint8_t* q = b + 8 + 16 * (k >> 1) + 8 * (k & 1);
-    return {ld32_a4(q), ld32_a4(q + 4), ld32_a4(b), ld32_a4(b + 4)};
+    // head: d and the high scale bits, then the low scale bits
+    const uint2 q = ld64_a8(b + 8 + 16 * (k >> 1) + 8 * (k & 1)), head = ld64_a8(b);
+    return {q.x, q.y, head.x, head.y};
   }
   __device__ static PieceVals<G, W> unpack(const Raw& r, int k) {
     using namespace pieces;
@@ -436,11 +445,12 @@ __device__ __forceinline__ typename Piece<Block>::Raw piece_load(const uint8_t* 
 }
 
 // The alignment a piece's loads need of the weight data and row stride: 16 bytes in the
-// group-of-eight layout, 4 where the block size is a multiple of 4 (32-bit loads), else 2.
+// group-of-eight layout; else the largest of 16, 8, 4 dividing the block size (the loads above
+// are that wide), else 2.
 template <typename Block>
 constexpr unsigned piece_alignment() {
   if constexpr (IsGroup8<Block>::value) return 16;
-  else return sizeof(Block) % 4 == 0 ? 4 : 2;
+  else return sizeof(Block) % 16 == 0 ? 16 : sizeof(Block) % 8 == 0 ? 8 : sizeof(Block) % 4 == 0 ? 4 : 2;
 }
 
 }  // namespace gaacrt::cuda

@@ -1,5 +1,6 @@
 """bench/gen_8b.py — write the random-weight Llama-3.1-8B-shaped Q4_0 GGUF that bench/cuda_e2e.py
-and llama-bench (bench/llama_bench_gpu.sh) both run (tests/fixtures/llama31_8b.py says how).
+and llama-bench (bench/llama_bench_gpu.sh) both run (tests/fixtures/llama31_8b.py says how);
+--body-type q4_k makes its projections and embedding Q4_K instead.
 
     python3 bench/gen_8b.py /tmp/llama31-8b-q4_0.gguf [--output-type q6_k] [--body-type q4_k] [--small]
 """

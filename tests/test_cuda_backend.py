@@ -53,16 +53,18 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < tol
 
 
+@pytest.mark.parametrize("n_groups", [1, 3])
 @pytest.mark.parametrize("t", [T.Q4_0, T.Q8_0, T.Q6_K], ids=lambda t: t.name)
-def test_cuda_group8_layout_reads_the_same_weights(cuda, cpu, t, monkeypatch):
+def test_cuda_group8_layout_reads_the_same_weights(cuda, cpu, t, n_groups, monkeypatch):
     # Q4_0 / Q8_0 / Q6_K rows of whole groups of eight blocks are regrouped on upload (quant/group8.h,
     # place_weight.cu; GAACRT_CUDA_GROUP8=0 keeps the GGUF bytes). Every op reading weights must
     # see the same values: dequantize and get_rows the same bits as the CPU, the prefill kernels
     # the same bits as on the GGUF layout (their tiles hold the same integers at the same columns),
     # the decode matvec (1 and 8 tokens, lanes split the values differently) the same integer
-    # sums up to float rounding. Three groups per row, so groups 0..2 and every slot.
-    rng = np.random.default_rng(int(t) + 800)
-    n_cols = 3 * 8 * gguf.GGML_QUANT_SIZES[t][0]
+    # sums up to float rounding. One group per row (a one-token matvec of at most 2,048 values
+    # quantizes x itself: matvec_q8_self) and three (groups 0..2, every slot).
+    rng = np.random.default_rng(int(t) + 800 + n_groups)
+    n_cols = n_groups * 8 * gguf.GGML_QUANT_SIZES[t][0]
     raw = random_rows(t, 70, n_cols, rng)
     x = rng.standard_normal((70, n_cols)).astype(np.float32)
     ids = np.array([69, 0, 5, 5], np.int32)

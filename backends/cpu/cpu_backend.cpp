@@ -40,6 +40,7 @@ void CpuBackend::upload(void* dst, const void* src, size_t bytes) { std::memcpy(
 void CpuBackend::download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 void CpuBackend::dequantize(const WeightView& w, float* dst) {
+  require_gguf_layout(w, "cpu dequantize");
   pool_.parallel_for(w.n_rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_stride, dst + r * w.n_cols, w.n_cols);

@@ -5,6 +5,7 @@
 namespace gaacrt::cpu {
 
 void get_rows(const WeightView& emb, const int32_t* ids, int64_t n, float scale, float* out, ThreadPool& pool) {
+  require_gguf_layout(emb, "cpu get_rows");
   auto body = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float* row = out + i * emb.n_cols;

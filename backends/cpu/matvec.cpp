@@ -31,6 +31,7 @@ constexpr int64_t kParallelQuantizeMinTokens = 8;
 constexpr size_t kChunkBytes = 16 * 1024;
 
 void check_weight(const WeightView& w) {
+  require_gguf_layout(w, "cpu matmul");
   const TypeTraits* tr = type_traits(w.type);
   if (!tr || !tr->supported)
     throw Error("quant", "unsupported_type", strfmt("matmul: weight type %s is not supported", type_name(w.type)));

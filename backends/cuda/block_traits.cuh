@@ -33,7 +33,7 @@ bool dispatch_block_type(GGMLType t, F&& f) {
 }
 
 // A block type stored in the group-of-eight layout (quant/group8.h): a tag the kernels are
-// instantiated with, the same size as B, never dereferenced (block_at assembles a B).
+// instantiated with, the same size as B, never dereferenced (StoredBlock::at assembles a B).
 template <typename B>
 struct Group8 {
   uint8_t bytes[sizeof(B)];

@@ -91,7 +91,7 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
   for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      prefetch_l2(rows[r] + (size_t)min(b0 + kStride * u, n_blocks - 1) * sizeof(Block) + k * (sizeof(Block) / L));
+      prefetch_l2(piece_bytes<Block>(rows[r], min(b0 + kStride * u, n_blocks - 1), k));
   load(cur, b0);
   prologue();
   for (;;) {
@@ -364,9 +364,9 @@ void dispatch_tokens(int64_t n_tok, F&& f) {
 
 }  // namespace
 
-// Weights are read with 16-bit loads, with 32-bit loads where the block size is a multiple of 4,
-// and with 16-byte loads in the group-of-eight layout (matvec_pieces.cuh piece_alignment). Weights
-// are uploaded one tensor per allocation, so this holds; a view that breaks it is refused.
+// Weights are read in loads as wide as their block size allows (2, 4, 8 or 16 bytes) and in 8-
+// and 16-byte loads in the group-of-eight layout (matvec_pieces.cuh piece_alignment). Weights are
+// uploaded one tensor per allocation, so this holds; a view that breaks it is refused.
 void check_q8_alignment(const WeightView& w, const char* what) {
   dispatch_weight(w, [&](auto bt) {
     using B = typename decltype(bt)::block;

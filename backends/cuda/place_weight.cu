@@ -1,7 +1,8 @@
 // place_weight.cu — weights into device memory. Q4_0, Q8_0 and Q6_K rows of whole groups of eight
 // blocks are regrouped (quant/group8.h: each group's scales, then its quant arrays) so the decode
-// matvec and the prefill matmul read them with aligned 16-byte loads; everything else keeps the
-// GGUF bytes. GAACRT_CUDA_GROUP8=0 keeps the GGUF layout for every weight (for comparisons).
+// matvec and the prefill matmul read them with aligned 8- and 16-byte loads; everything else keeps
+// the GGUF bytes. GAACRT_CUDA_GROUP8=0 keeps the GGUF layout for every weight (for comparisons).
+#include <algorithm>
 #include <cstdlib>
 
 #include "block_traits.cuh"
@@ -39,24 +40,33 @@ struct Staging {
 WeightView CudaBackend::place_weight(const WeightView& host, void** owned) {
   if (!group8_enabled() || !group8_eligible(host.type, host.n_cols) || host.n_rows <= 0)
     return Backend::place_weight(host, owned);
+  // The GGUF rows go up through a staging buffer of at most kStagingBytes (whole rows), each
+  // chunk regrouped into place by a kernel: loading needs the weight plus that much, not twice
+  // the weight. The stream orders a chunk's upload after the previous chunk's kernel.
+  constexpr size_t kStagingBytes = 64 << 20;
   const size_t n = (size_t)host.n_rows * host.row_stride;
-  Staging staging{*this, alloc(n)};
-  upload(staging.p, host.data, n);
+  const int64_t rows_per_chunk = std::max<int64_t>(1, (int64_t)(kStagingBytes / host.row_stride));
+  Staging staging{*this, alloc(std::min(n, (size_t)rows_per_chunk * host.row_stride))};
   void* dst = alloc(n);
   WeightView w = host;
   w.data = dst;
   w.layout = WeightLayout::Group8;
   try {
     const bool k = host.type == GGMLType::Q6_K;
-    const int64_t bpr = host.n_cols / (k ? QK_K : 32), n_blocks = host.n_rows * bpr;
+    const int64_t bpr = host.n_cols / (k ? QK_K : 32);
+    const auto kernel = k ? group8_kernel<block_q6_k>
+                          : host.type == GGMLType::Q4_0 ? group8_kernel<block_q4_0> : group8_kernel<block_q8_0>;
     constexpr int kThreads = 256;
-    launch_kernel(k ? group8_kernel<block_q6_k>
-                    : host.type == GGMLType::Q4_0 ? group8_kernel<block_q4_0> : group8_kernel<block_q8_0>,
-                  (unsigned)((n_blocks + kThreads - 1) / kThreads), kThreads, 0, stream_,
-                  static_cast<const uint8_t*>(staging.p), static_cast<uint8_t*>(dst), host.n_rows, bpr,
-                  host.row_stride);
-    GAACRT_CUDA_CHECK(cudaGetLastError());
-    synchronize();  // before the staging copy is freed
+    for (int64_t r0 = 0; r0 < host.n_rows; r0 += rows_per_chunk) {
+      const int64_t rows = std::min(rows_per_chunk, host.n_rows - r0);
+      const size_t off = (size_t)r0 * host.row_stride;
+      upload(staging.p, static_cast<const uint8_t*>(host.data) + off, (size_t)rows * host.row_stride);
+      launch_kernel(kernel, (unsigned)((rows * bpr + kThreads - 1) / kThreads), kThreads, 0, stream_,
+                    static_cast<const uint8_t*>(staging.p), static_cast<uint8_t*>(dst) + off, rows, bpr,
+                    host.row_stride);
+      GAACRT_CUDA_CHECK(cudaGetLastError());
+    }
+    synchronize();  // before the staging buffer is freed
   } catch (...) {
     free(dst);
     throw;

@@ -38,16 +38,32 @@ WeightView raw_weight_view(const RawRows& raw, GGMLType ty);
 
 // Raw GGUF rows placed on a backend as a loaded model's weights are (Backend::place_weight: the
 // backend may regroup them, so the ops are tested on the layout a model runs on); the memory is
-// freed with this object.
+// freed with this object. A backend that would use host bytes in place (CPU, Metal) gets a copy
+// in its own memory first: the numpy array is temporary, and Metal keeps a buffer for every host
+// range it is handed.
 struct PlacedWeight {
   Backend& be;
   WeightView w;
-  void* owned = nullptr;
+  void* staged = nullptr;  // the copy a shared-memory backend is handed
+  void* owned = nullptr;   // what place_weight made
   PlacedWeight(Backend& b, const RawRows& raw, GGMLType ty) : be(b), w(raw_weight_view(raw, ty)) {
     w.data = raw.data();
-    w = be.place_weight(w, &owned);
+    try {
+      if (be.shares_host_memory()) {
+        staged = be.alloc(raw.size() ? raw.size() : 4);
+        if (raw.size()) be.upload(staged, raw.data(), raw.size());
+        w.data = staged;
+      }
+      w = be.place_weight(w, &owned);
+    } catch (...) {
+      be.free(staged);
+      throw;
+    }
   }
-  ~PlacedWeight() { be.free(owned); }
+  ~PlacedWeight() {
+    be.free(owned);
+    be.free(staged);
+  }
   PlacedWeight(const PlacedWeight&) = delete;
   PlacedWeight& operator=(const PlacedWeight&) = delete;
 };

@@ -6,7 +6,16 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "common/error.h"
+
 namespace gaacrt {
+
+void require_gguf_layout(const WeightView& w, const char* op) {
+  if (w.layout != WeightLayout::GGUF)
+    throw Error("backend", "invalid_argument",
+                strfmt("%s: a %s weight in another backend's layout (%d); this backend reads GGUF blocks only", op,
+                       type_name(w.type), (int)w.layout));
+}
 
 void* Backend::alloc_host(size_t bytes) { return std::malloc(bytes == 0 ? 1 : bytes); }
 void Backend::free_host(void* p) { std::free(p); }

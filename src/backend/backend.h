@@ -36,6 +36,10 @@ struct WeightView {
   bool empty() const { return data == nullptr; }
 };
 
+// For the backends that read weights in the GGUF layout only (CPU, Metal): throws, naming `op`, for
+// a view in another layout (one a different backend placed; backend.cpp).
+void require_gguf_layout(const WeightView& w, const char* op);
+
 enum class RopeStyle : int32_t {
   Norm = 0,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama (its converter permutes Q/K)
   Neox = 2,  // rotate half-split pairs (x[i], x[i + n_rot/2]) — qwen2/3, gemma3

@@ -31,22 +31,23 @@ struct Group8Field {
 };
 
 // The block types the layout applies to, with their fields in group order (each field's eight
-// copies are a multiple of 16 bytes, so every field of a group starts 16-aligned).
+// copies are a multiple of 16 bytes, so every field of a group starts 16-aligned); kQuantField is
+// the field holding most of a block's bytes.
 template <typename B>
 struct Group8Traits;
 template <>
 struct Group8Traits<block_q4_0> {
-  static constexpr int kFields = 2;  // d, qs
+  static constexpr int kFields = 2, kQuantField = 1;  // d, qs
   static constexpr Group8Field field(int f) { return f == 0 ? Group8Field{0, 2} : Group8Field{2, 16}; }
 };
 template <>
 struct Group8Traits<block_q8_0> {
-  static constexpr int kFields = 2;  // d, qs
+  static constexpr int kFields = 2, kQuantField = 1;  // d, qs
   static constexpr Group8Field field(int f) { return f == 0 ? Group8Field{0, 2} : Group8Field{2, 32}; }
 };
 template <>
 struct Group8Traits<block_q6_k> {
-  static constexpr int kFields = 4;  // d, scales, ql, qh
+  static constexpr int kFields = 4, kQuantField = 2;  // d, scales, ql, qh
   static constexpr Group8Field field(int f) {
     return f == 0 ? Group8Field{208, 2} : f == 1 ? Group8Field{192, 16} : f == 2 ? Group8Field{0, 128} : Group8Field{128, 64};
   }

@@ -7,8 +7,8 @@
 // spanning 576 bytes: the L1, not DRAM, was the limit, 0.65 TB/s on the H200.)
 //
 // A piece is read in two steps, so the kernel can have the next pieces' loads in flight while it
-// computes on the current ones: load() fetches the raw bytes into registers (Raw), unpack() turns
-// them into G groups of W int8x4 words. A group's words lie in one 32-value block of x (the unit
+// computes on the current ones: piece_load() fetches the raw bytes into registers (Raw; a GGUF
+// piece's load(), a regrouped one's load_at()), unpack() turns them into G groups of W int8x4 words. A group's words lie in one 32-value block of x (the unit
 // of x's int8 scale) at columns col[g] + off(i) of the weight block, and share one weight scale
 // d, so the group's contribution per token is
 //     xd · (d · Σ_i dp4a(w[g][i], xq)) + m · xs          (xs = xd · Σ xq over that 32-block)
@@ -406,6 +406,7 @@ struct Piece<Group8<block_q4_0>> {
 };
 template <>
 struct Piece<Group8<block_q8_0>> : Piece<block_q8_0> {
+  static Raw load(const uint8_t*, int) = delete;  // the GGUF addressing: a regrouped row is read by load_at
   __device__ static Raw load_at(const uint8_t* row, int64_t b, int k) {
     const uint4 q = *reinterpret_cast<const uint4*>(row + group8_field_offset<block_q8_0>(1, (uint32_t)b) + 16 * k);
     return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_field_offset<block_q8_0>(0, (uint32_t)b))};
@@ -415,6 +416,7 @@ struct Piece<Group8<block_q8_0>> : Piece<block_q8_0> {
 // and its four scales are one 8-byte load, instead of two-byte loads.
 template <>
 struct Piece<Group8<block_q6_k>> : Piece<block_q6_k> {
+  static Raw load(const uint8_t*, int) = delete;  // the GGUF addressing: a regrouped row is read by load_at
   __device__ static Raw load_at(const uint8_t* row, int64_t b, int k) {
     const int n = k >> 2, l0 = 8 * (k & 3);
     const uint32_t bb = (uint32_t)b;
@@ -442,6 +444,18 @@ template <typename Block>
 __device__ __forceinline__ typename Piece<Block>::Raw piece_load(const uint8_t* row, int64_t b, int k) {
   if constexpr (IsGroup8<Block>::value) return Piece<Block>::load_at(row, b, k);
   else return Piece<Block>::load(row + (size_t)b * sizeof(Block), k);
+}
+
+// An address among the bytes piece k of block b reads — its quant bytes, the most of them — for
+// rows_dots to prefetch into L2.
+template <typename Block>
+__device__ __forceinline__ const uint8_t* piece_bytes(const uint8_t* row, int64_t b, int k) {
+  if constexpr (IsGroup8<Block>::value) {
+    using B = typename StoredBlock<Block>::block;
+    return row + group8_field_offset<B>(Group8Traits<B>::kQuantField, (uint32_t)b);
+  } else {
+    return row + (size_t)b * sizeof(Block) + k * (sizeof(Block) / Piece<Block>::kLanes);
+  }
 }
 
 // The alignment a piece's loads need of the weight data and row stride: 16 bytes in the

@@ -11,6 +11,7 @@ namespace gaacrt::mtl {
 namespace {
 
 RowsArgs rows_args(const char* op, const WeightView& w, int64_t n_rows, float scale) {
+  require_gguf_layout(w, op);
   const TypeTraits* tr = type_traits(w.type);
   if (!tr || !tr->supported)
     throw Error("quant", "unsupported_type", strfmt("metal %s: weight type %s is not supported", op, type_name(w.type)));

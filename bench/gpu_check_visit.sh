@@ -7,7 +7,7 @@
 #
 # Stages:
 #   build    pip install --no-build-isolation (~60 s)
-#   tests    tests/test_cuda_*.py, test_fused_ops.py, test_bench_hooks.py (~10 s); TEST_PREFILL=q16
+#   tests    tests/test_cuda_*.py, test_fused_ops.py, test_bench_hooks.py (~15 s); TEST_PREFILL=q16
 #            runs them with that prefill matmul (GAACRT_CUDA_MMA_MATMUL) as the default
 #   profile  bench/cuda_kernel_profile.py, decode at depth 0, on bench/gen_8b.py's Llama-3.1-8B
 #            shape in Q4_0, PDL off
@@ -17,6 +17,10 @@
 #            q16) and the kernels of one 512-token prefill, PDL off (not a default stage)
 #   ncu      Nsight Compute on NCU_COUNT launches of the kernels matching NCU_REGEX after NCU_SKIP
 #            of them, two decode tokens, PDL off (not a default stage)
+#   layout   tg128 at depth 0 with the weights regrouped by eight and with the GGUF bytes
+#            (GAACRT_CUDA_GROUP8=1|0), the same run (not a default stage)
+#   q4k      the 8B shape with Q4_K projections (gen_8b.py --body-type q4_k; the same bytes as
+#            Q4_0): its decode kernels and tg128 beside the Q4_0 model's (not a default stage)
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
@@ -37,7 +41,7 @@ if has tests; then
   GAACRT_CUDA_MMA_MATMUL=${TEST_PREFILL:-} timeout 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
     tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -71,5 +75,21 @@ if has ncu; then
     "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 2 --graph 0 > "$OUT/ncu.txt" 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Grid Size|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth" \
     "$OUT/ncu.txt" | cut -c1-150 | head -150
+fi
+if has layout; then
+  for G in 1 0; do
+    stage "tg128, GAACRT_CUDA_GROUP8=$G"
+    GAACRT_CUDA_GROUP8=$G timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 2>&1 |
+      grep -E "^\| 0 \|"
+  done
+fi
+if has q4k; then
+  K_MODEL=${K_MODEL:-/tmp/llama31-8b-q4_k.gguf}
+  [ -s "$K_MODEL" ] || "$PY" bench/gen_8b.py "$K_MODEL" --body-type q4_k
+  stage "q4_k body: decode kernels (PDL off), then tg128 of each model"
+  GAACRT_CUDA_PDL=0 timeout 120 "$PY" bench/cuda_kernel_profile.py "$K_MODEL" --tokens 8 2>&1 | grep -E "^model|^ +[0-9.]+ +matvec" | head -6
+  for M in "$MODEL" "$K_MODEL"; do
+    timeout 120 "$PY" bench/cuda_e2e.py "$M" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 2>&1 | grep -E "^\| 0 \|"
+  done
 fi
 stage "done"

@@ -1,8 +1,6 @@
 // block_traits.cuh — maps a GGMLType to its block struct and runs a functor templated on it,
 // so each op writes its kernel once for every weight type.
 #pragma once
-#include <cstring>
-
 #include "backend/backend.h"
 #include "common/error.h"
 #include "quant/blocks.h"
@@ -51,33 +49,36 @@ struct StoredBlock<Group8<B>> {
   using block = B;
   __device__ static B at(const uint8_t* row, int64_t b) {
     B out;
-    for (int f = 0; f < Group8Traits<B>::kFields; ++f) {
-      const Group8Field fld = Group8Traits<B>::field(f);
-      memcpy(reinterpret_cast<uint8_t*>(&out) + fld.off, row + group8_field_offset<B>(f, (uint32_t)b), fld.size);
-    }
+    group8_read_block<B>(row, reinterpret_cast<uint8_t*>(&out), (uint32_t)b);
     return out;
   }
 };
 
-// True when `t` can be stored as Group8 (quant/group8.h): Q4_0, Q8_0 and Q6_K rows of whole groups.
+// Calls f(BlockType<Group8<B>, QK>{}) for the types the group-of-eight layout applies to (the
+// Group8Traits of quant/group8.h: Q4_0, Q8_0, Q6_K); returns false for the others.
+template <typename F>
+bool dispatch_group8_type(GGMLType t, F&& f) {
+  switch (t) {
+    case GGMLType::Q4_0: f(BlockType<Group8<block_q4_0>, QK4_0>{}); return true;
+    case GGMLType::Q8_0: f(BlockType<Group8<block_q8_0>, QK8_0>{}); return true;
+    case GGMLType::Q6_K: f(BlockType<Group8<block_q6_k>, QK_K>{}); return true;
+    default: return false;
+  }
+}
+
+// True when `t` can be stored as Group8: one of its types, rows of whole groups.
 inline bool group8_eligible(GGMLType t, int64_t n_cols) {
-  if (t == GGMLType::Q4_0 || t == GGMLType::Q8_0) return n_cols % (32 * kGroup8) == 0;
-  return t == GGMLType::Q6_K && n_cols % (QK_K * kGroup8) == 0;
+  bool whole = false;
+  return dispatch_group8_type(t, [&](auto bt) { whole = n_cols % (decltype(bt)::qk * kGroup8) == 0; }) && whole;
 }
 
 // dispatch_block_type for a weight view: its Group8 layout is its own block type.
 template <typename F>
 bool dispatch_weight(const WeightView& w, F&& f) {
-  if (w.layout == WeightLayout::Group8) {
-    switch (w.type) {
-      case GGMLType::Q4_0: f(BlockType<Group8<block_q4_0>, QK4_0>{}); return true;
-      case GGMLType::Q8_0: f(BlockType<Group8<block_q8_0>, QK8_0>{}); return true;
-      case GGMLType::Q6_K: f(BlockType<Group8<block_q6_k>, QK_K>{}); return true;
-      default: throw Error("backend", "invalid_argument",
-                           strfmt("cuda: a %s weight in the group-of-eight layout", type_name(w.type)));
-    }
-  }
-  return dispatch_block_type(w.type, f);
+  if (w.layout != WeightLayout::Group8) return dispatch_block_type(w.type, f);
+  if (!dispatch_group8_type(w.type, f))
+    throw Error("backend", "invalid_argument", strfmt("cuda: a %s weight in the group-of-eight layout", type_name(w.type)));
+  return true;
 }
 
 }  // namespace gaacrt::cuda

@@ -32,7 +32,8 @@ struct XQ {
 
 // The W int8x4 words of x a piece's group meets (columns off(i) from xr), in as few loads as
 // their layout allows: 32 contiguous bytes (regrouped Q4_0), 16 (Q8_0, K-quants' groups start on
-// 16-byte columns), two runs of 8 (nibble types: 0-7 and 16-23, from an 8-byte column), or one run of 8 (Q6_K).
+// 16-byte columns), two runs of 8 (nibble types: 0-7 and 16-23, from an 8-byte column), or one run
+// of 8 (Q6_K).
 template <typename P>
 __device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
   if constexpr (P::W == 8) {

@@ -52,20 +52,21 @@ WeightView CudaBackend::place_weight(const WeightView& host, void** owned) {
   w.data = dst;
   w.layout = WeightLayout::Group8;
   try {
-    const bool k = host.type == GGMLType::Q6_K;
-    const int64_t bpr = host.n_cols / (k ? QK_K : 32);
-    const auto kernel = k ? group8_kernel<block_q6_k>
-                          : host.type == GGMLType::Q4_0 ? group8_kernel<block_q4_0> : group8_kernel<block_q8_0>;
-    constexpr int kThreads = 256;
-    for (int64_t r0 = 0; r0 < host.n_rows; r0 += rows_per_chunk) {
-      const int64_t rows = std::min(rows_per_chunk, host.n_rows - r0);
-      const size_t off = (size_t)r0 * host.row_stride;
-      upload(staging.p, static_cast<const uint8_t*>(host.data) + off, (size_t)rows * host.row_stride);
-      launch_kernel(kernel, (unsigned)((rows * bpr + kThreads - 1) / kThreads), kThreads, 0, stream_,
-                    static_cast<const uint8_t*>(staging.p), static_cast<uint8_t*>(dst) + off, rows, bpr,
-                    host.row_stride);
-      GAACRT_CUDA_CHECK(cudaGetLastError());
-    }
+    dispatch_group8_type(host.type, [&](auto bt) {
+      using BT = decltype(bt);
+      const int64_t bpr = host.n_cols / BT::qk;
+      constexpr int kThreads = 256;
+      for (int64_t r0 = 0; r0 < host.n_rows; r0 += rows_per_chunk) {
+        const int64_t rows = std::min(rows_per_chunk, host.n_rows - r0);
+        const size_t off = (size_t)r0 * host.row_stride;
+        upload(staging.p, static_cast<const uint8_t*>(host.data) + off, (size_t)rows * host.row_stride);
+        launch_kernel(group8_kernel<typename StoredBlock<typename BT::block>::block>,
+                      (unsigned)((rows * bpr + kThreads - 1) / kThreads), kThreads, 0, stream_,
+                      static_cast<const uint8_t*>(staging.p), static_cast<uint8_t*>(dst) + off, rows, bpr,
+                      host.row_stride);
+        GAACRT_CUDA_CHECK(cudaGetLastError());
+      }
+    });
     synchronize();  // before the staging buffer is freed
   } catch (...) {
     free(dst);

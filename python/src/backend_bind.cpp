@@ -21,14 +21,6 @@ namespace {
 using Bytes2D = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using F32_2D = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
-// Device memory that frees itself.
-struct DeviceBuffer {
-  Backend& be;
-  void* p;
-  DeviceBuffer(Backend& b, size_t n) : be(b), p(b.alloc(n)) {}
-  ~DeviceBuffer() { be.free(p); }
-};
-
 nb::ndarray<nb::numpy, float, nb::ndim<2>> new_f32(size_t rows, size_t cols, float** data) {
   float* buf = new float[rows * cols];
   *data = buf;
@@ -65,7 +57,7 @@ void bind_backend(nb::module_& m) {
              auto arr = new_f32((size_t)w.n_rows, (size_t)w.n_cols, &out);
              {
                nb::gil_scoped_release nogil;
-               DeviceBuffer yd(be, (size_t)w.n_rows * w.n_cols * 4);
+               Buf yd(be, (size_t)w.n_rows * w.n_cols * 4);
                be.dequantize(w, static_cast<float*>(yd.p));
                be.download(out, yd.p, (size_t)w.n_rows * w.n_cols * 4);
              }
@@ -82,7 +74,7 @@ void bind_backend(nb::module_& m) {
              auto arr = new_f32(n_tok, (size_t)w.n_rows, &out);
              {
                nb::gil_scoped_release nogil;
-               DeviceBuffer xd(be, x.size() * 4), yd(be, n_tok * w.n_rows * 4);
+               Buf xd(be, x.size() * 4), yd(be, n_tok * w.n_rows * 4);
                be.upload(xd.p, x.data(), x.size() * 4);
                be.matmul(w, static_cast<const float*>(xd.p), (int64_t)n_tok, static_cast<float*>(yd.p), nullptr);
                be.download(out, yd.p, n_tok * w.n_rows * 4);

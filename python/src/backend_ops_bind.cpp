@@ -34,19 +34,6 @@ using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cp
 using Bytes2D = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using OutF32 = nb::ndarray<nb::numpy, float>;
 
-// Backend memory that frees itself; filled from host data when given.
-struct Buf {
-  Backend& be;
-  void* p;
-  Buf(Backend& b, size_t n, const void* src = nullptr) : be(b), p(b.alloc(n ? n : 4)) {
-    if (src && n) be.upload(p, src, n);
-  }
-  ~Buf() { be.free(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  float* f() const { return static_cast<float*>(p); }
-};
-
 // A one-layer cache view of n_ctx tokens, hkv heads of d channels (tiles of at most 128), and its
 // block table with the pages in reverse order (a kernel must follow the table, not assume order).
 KVLayerView one_layer_view(KVFormat f, int32_t hkv, int32_t d, int32_t n_ctx, const char* op,

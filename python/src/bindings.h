@@ -5,6 +5,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
@@ -36,6 +37,25 @@ nanobind::ndarray<nanobind::numpy, T> owned(std::vector<size_t> shape, T** data)
 using RawRows = nanobind::ndarray<const uint8_t, nanobind::ndim<2>, nanobind::c_contig, nanobind::device::cpu>;
 WeightView raw_weight_view(const RawRows& raw, GGMLType ty);
 
+// Backend memory that frees itself; filled from host data when given.
+struct Buf {
+  Backend& be;
+  void* p;
+  Buf(Backend& b, size_t n, const void* src = nullptr) : be(b), p(b.alloc(n ? n : 4)) {
+    if (!src || !n) return;
+    try {
+      be.upload(p, src, n);
+    } catch (...) {
+      be.free(p);
+      throw;
+    }
+  }
+  ~Buf() { be.free(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  float* f() const { return static_cast<float*>(p); }
+};
+
 // Raw GGUF rows placed on a backend as a loaded model's weights are (Backend::place_weight: the
 // backend may regroup them, so the ops are tested on the layout a model runs on); the memory is
 // freed with this object. A backend that would use host bytes in place (CPU, Metal) gets a copy
@@ -44,26 +64,17 @@ WeightView raw_weight_view(const RawRows& raw, GGMLType ty);
 struct PlacedWeight {
   Backend& be;
   WeightView w;
-  void* staged = nullptr;  // the copy a shared-memory backend is handed
-  void* owned = nullptr;   // what place_weight made
+  std::unique_ptr<Buf> staged;  // the copy a shared-memory backend is handed
+  void* owned = nullptr;        // what place_weight made
   PlacedWeight(Backend& b, const RawRows& raw, GGMLType ty) : be(b), w(raw_weight_view(raw, ty)) {
     w.data = raw.data();
-    try {
-      if (be.shares_host_memory()) {
-        staged = be.alloc(raw.size() ? raw.size() : 4);
-        if (raw.size()) be.upload(staged, raw.data(), raw.size());
-        w.data = staged;
-      }
-      w = be.place_weight(w, &owned);
-    } catch (...) {
-      be.free(staged);
-      throw;
+    if (be.shares_host_memory()) {
+      staged = std::make_unique<Buf>(be, raw.size(), raw.data());
+      w.data = staged->p;
     }
+    w = be.place_weight(w, &owned);
   }
-  ~PlacedWeight() {
-    be.free(owned);
-    be.free(staged);
-  }
+  ~PlacedWeight() { be.free(owned); }
   PlacedWeight(const PlacedWeight&) = delete;
   PlacedWeight& operator=(const PlacedWeight&) = delete;
 };

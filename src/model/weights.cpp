@@ -46,11 +46,7 @@ class Loader {
     w.n_cols = n_cols;
     w.row_stride = row_bytes(t->type, n_cols);
     w.data = t->data;
-    bytes_ += t->nbytes;
-    void* owned = nullptr;
-    w = be_.place_weight(w, &owned);  // the backend may regroup the blocks (WeightView::layout)
-    if (owned) owned_.push_back(owned);
-    return w;
+    return place(w, t->nbytes);
   }
 
   // A 1-D fp32 vector (norms, biases, rope_freqs); F16/BF16 are widened.
@@ -60,7 +56,14 @@ class Loader {
     if (t->n_elements() != n)
       throw Error("model", "bad_shape", strfmt("tensor '%s' has shape %s, expected [%lld]", name.c_str(),
                                                shape_str(*t).c_str(), (long long)n));
-    if (t->type == GGMLType::F32) return static_cast<const float*>(place(t->data, t->nbytes));
+    if (t->type == GGMLType::F32) {
+      WeightView v;  // one row of n floats
+      v.n_rows = 1;
+      v.n_cols = n;
+      v.row_stride = t->nbytes;
+      v.data = t->data;
+      return static_cast<const float*>(place(v, t->nbytes).data);
+    }
     if (t->type != GGMLType::F16 && t->type != GGMLType::BF16)
       throw Error("model", "unsupported_type", strfmt("tensor '%s': a %s vector (expected f32/f16/bf16)", name.c_str(),
                                                       type_name(t->type)));
@@ -71,11 +74,14 @@ class Loader {
   }
 
  private:
-  // Host-memory backends read the mapping in place; others get a device copy.
-  const void* place(const void* src, size_t n) {
-    bytes_ += n;
-    if (be_.shares_host_memory() && reinterpret_cast<uintptr_t>(src) % 4 == 0) return src;
-    return copy(src, n);
+  // The backend places the mapped bytes (Backend::place_weight: host-memory backends read the
+  // mapping in place, others get a device copy, maybe regrouped); what it allocates is the model's.
+  WeightView place(WeightView w, size_t nbytes) {
+    bytes_ += nbytes;
+    void* owned = nullptr;
+    w = be_.place_weight(w, &owned);
+    if (owned) owned_.push_back(owned);
+    return w;
   }
   const void* copy(const void* src, size_t n) {
     void* dst = be_.alloc(n);

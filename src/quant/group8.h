@@ -74,6 +74,16 @@ GAACRT_HD void group8_place_block(const GAACRT_DEVICE uint8_t* gguf_row, GAACRT_
   }
 }
 
+// Copies block b of a regrouped row back into GGUF order (gguf_block: sizeof(B) bytes).
+template <typename B>
+GAACRT_HD void group8_read_block(const GAACRT_DEVICE uint8_t* group8_row, GAACRT_THREAD uint8_t* gguf_block, uint32_t b) {
+  for (int f = 0; f < Group8Traits<B>::kFields; ++f) {
+    const Group8Field fld = Group8Traits<B>::field(f);
+    const GAACRT_DEVICE uint8_t* src = group8_row + group8_field_offset<B>(f, b);
+    for (uint32_t i = 0; i < fld.size; ++i) gguf_block[fld.off + i] = src[i];
+  }
+}
+
 static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q8_0) == 34 && sizeof(block_q6_k) == 210,
               "the fields above cover each block exactly");
 

@@ -8,7 +8,8 @@
 //
 // A piece is read in two steps, so the kernel can have the next pieces' loads in flight while it
 // computes on the current ones: piece_load() fetches the raw bytes into registers (Raw; a GGUF
-// piece's load(), a regrouped one's load_at()), unpack() turns them into G groups of W int8x4 words. A group's words lie in one 32-value block of x (the unit
+// piece's load(), a regrouped one's load_at()), unpack() turns them into G groups of W int8x4
+// words. A group's words lie in one 32-value block of x (the unit
 // of x's int8 scale) at columns col[g] + off(i) of the weight block, and share one weight scale
 // d, so the group's contribution per token is
 //     xd · (d · Σ_i dp4a(w[g][i], xq)) + m · xs          (xs = xd · Σ xq over that 32-block)
@@ -45,7 +46,8 @@ __device__ __forceinline__ uint32_t ld32_a2(const uint8_t* p) { return ld16(p) |
 // check the data pointer).
 __device__ __forceinline__ uint32_t ld32_a4(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 // 64 and 128 bits from an 8- and a 16-byte-aligned address: blocks whose size is a multiple of 8
-// (Q5_1, IQ4_XS) or 16 (Q4_K, Q5_K) are read in those, one load where four 32-bit ones were.
+// (Q5_1, IQ4_XS) or 16 (Q4_K, Q5_K) are read in those, one load where four 32-bit ones were, and
+// the regrouped blocks' aligned fields (quant/group8.h).
 __device__ __forceinline__ uint2 ld64_a8(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
 __device__ __forceinline__ uint4 ld128_a16(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
@@ -389,7 +391,7 @@ struct Piece<Group8<block_q4_0>> {
   __host__ __device__ static constexpr int off(int i) { return pieces::contiguous_off(i); }
   struct Raw { uint32_t q[4], d; };
   __device__ static Raw load_at(const uint8_t* row, int64_t b, int) {
-    const uint4 q = *reinterpret_cast<const uint4*>(row + group8_field_offset<block_q4_0>(1, (uint32_t)b));
+    const uint4 q = pieces::ld128_a16(row + group8_field_offset<block_q4_0>(1, (uint32_t)b));
     return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_field_offset<block_q4_0>(0, (uint32_t)b))};
   }
   __device__ static PieceVals<G, W> unpack(const Raw& r, int) {
@@ -408,7 +410,7 @@ template <>
 struct Piece<Group8<block_q8_0>> : Piece<block_q8_0> {
   static Raw load(const uint8_t*, int) = delete;  // the GGUF addressing: a regrouped row is read by load_at
   __device__ static Raw load_at(const uint8_t* row, int64_t b, int k) {
-    const uint4 q = *reinterpret_cast<const uint4*>(row + group8_field_offset<block_q8_0>(1, (uint32_t)b) + 16 * k);
+    const uint4 q = pieces::ld128_a16(row + group8_field_offset<block_q8_0>(1, (uint32_t)b) + 16 * k);
     return {{q.x, q.y, q.z, q.w}, pieces::ld16(row + group8_field_offset<block_q8_0>(0, (uint32_t)b))};
   }
 };
@@ -421,9 +423,9 @@ struct Piece<Group8<block_q6_k>> : Piece<block_q6_k> {
     const int n = k >> 2, l0 = 8 * (k & 3);
     const uint32_t bb = (uint32_t)b;
     const uint8_t* ql = row + group8_field_offset<block_q6_k>(2, bb) + 64 * n + l0;
-    const uint2 a = *reinterpret_cast<const uint2*>(ql), c = *reinterpret_cast<const uint2*>(ql + 32);
-    const uint2 h = *reinterpret_cast<const uint2*>(row + group8_field_offset<block_q6_k>(3, bb) + 32 * n + l0);
-    const uint2 s = *reinterpret_cast<const uint2*>(row + group8_field_offset<block_q6_k>(1, bb) + 8 * n);
+    const uint2 a = pieces::ld64_a8(ql), c = pieces::ld64_a8(ql + 32);
+    const uint2 h = pieces::ld64_a8(row + group8_field_offset<block_q6_k>(3, bb) + 32 * n + l0);
+    const uint2 s = pieces::ld64_a8(row + group8_field_offset<block_q6_k>(1, bb) + 8 * n);
     Raw r;
     r.l0[0] = a.x; r.l0[1] = a.y;
     r.l1[0] = c.x; r.l1[1] = c.y;

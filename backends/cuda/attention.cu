@@ -35,7 +35,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
   // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
-  // which run on the tensor cores below (after attention_lossy.cu's prep: rotated queries).
+  // which run on the tensor cores below (their kernel rotates the queries itself).
   // (The shared-memory test only matters on GPUs with less than Hopper's: there the CUDA-core
   // kernel, with its smaller stages, takes the decode steps too.)
   const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
@@ -79,9 +79,10 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   }
 
   // Split-K width: about two thread blocks per multiprocessor for the batch (every block then
-  // runs in one wave); a function of the batch shape, the cache's context and the GPU only, never
-  // of the format or the positions, so BF16 and GAAC sum in the same order and a captured graph
-  // stays valid.
+  // runs in one wave; for E8, four per multiprocessor measured slower: each thread block's
+  // query rotation is its own); a function of the batch shape, the cache's context and the GPU
+  // only, never of the format or the positions, so BF16 and GAAC sum in the same order and a
+  // captured graph stays valid.
   const int32_t units = n_seqs * kv.n_head_kv;
   // No more splits than the cache's longest sequence has chunks of attn::kChunkBlocks blocks (the
   // rest would find no keys): bounded by the session's context, never by the current length.
@@ -96,7 +97,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: %zu bytes of shared memory needed (head dim %d, GAAC staging %u), the "
                        "device allows %d", smem, kv.head_dim_v, half_bytes, max_dynamic_smem(device_)));
 
-  // Scratch: an E8 cache's prep output (lossy_bytes: its rotated queries first), then the partials.
+  // Scratch: attention_lossy.cu's (lossy_bytes), then the partials.
   const size_t part_bytes = n_split > 1 ? (size_t)units * n_split * attn::kRowsPerGroup * (kv.head_dim_v + 2) * sizeof(float) : 0;
   uint8_t* scr = static_cast<uint8_t*>(lossy_bytes + part_bytes ? scratch(lossy_bytes + part_bytes) : nullptr);
   float* part = nullptr;
@@ -114,11 +115,10 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
       attn_counters_n_ = units;
     }
   }
-  if (e8)  // rotated queries (and attention_lossy.cu's kernel for any sequence of more than 16 rows)
+  if (e8)  // attention_lossy.cu's kernel for any sequence of more than 16 rows
     lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,
                      true);
-  const attn::KernelArgs P{kv,         args,        seqs,        q, out, part, attn_counters_, n_split, half_bytes,
-                           warp_bytes, dev_errors_, reinterpret_cast<const float*>(scr)};
+  const attn::KernelArgs P{kv, args, seqs, q, out, part, attn_counters_, n_split, half_bytes, warp_bytes, dev_errors_};
   // Prefill-sized sequences: a thread block per row group of 16 (n_split alone, sized for decode,
   // gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler). The E8 kernel takes
   // decode-sized sequences only.

@@ -18,7 +18,7 @@
 // each warp takes an R-row tile over its whole visible range and writes its rows itself.
 // Results equal the CPU's to float rounding (summation orders differ); tests/test_cuda_lossy.py.
 // E8 decode steps of head size 32, 64 or 128 run on the tensor cores instead
-// (kernels/attention_e8_mma.cuh): this file then makes their rotated queries only.
+// (kernels/attention_e8_mma.cuh, which rotates its queries itself).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -203,7 +203,8 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   float* part = q_rot + units * kSplitRows * kv.head_dim_k;
   Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0, decode_on_mma ? 1 : 0};
   const int32_t G = a.n_head / kv.n_head_kv;
-  if (kv.format == KVFormat::E8)
+  // (Decode steps on the tensor cores rotate their queries in that kernel.)
+  if (kv.format == KVFormat::E8 && !decode_on_mma)
     launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32), kThreads, 0, stream, P);
   // Decode steps only (max_q known and small): the tensor-core kernel has every sequence.
   if (decode_on_mma && a.max_q > 0 && (int64_t)a.max_q * G <= kSplitRows) return;

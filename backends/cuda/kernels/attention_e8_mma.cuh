@@ -1,28 +1,41 @@
-// attention_e8_mma.cuh — decode steps over an E8 k2v2 cache on the tensor cores: the tensor-core
-// attention of attention_mma.cuh (same work split, online softmax, warp merge and fused split
-// reduce) with an E8 tile loader. CPU reference: backends/cpu/attention.cpp with
-// backends/cpu/kv_finalize_lossy.cpp's decode_lossy_tile; layouts: codec/e8/e8_layout.h (keys),
-// codec/scalar/asym2.h (values).
+// attention_e8_mma.cuh — decode steps over an E8 k2v2 cache on the tensor cores, with every
+// compressed operand turned straight into mma fragments in registers (no decoded tiles). CPU
+// reference: backends/cpu/attention.cpp with backends/cpu/kv_finalize_lossy.cpp's
+// decode_lossy_tile; layouts: codec/e8/e8_layout.h (keys), codec/scalar/asym2.h (values).
 //
-// Why tensor cores: the CUDA-core kernel (attention_lossy.cuh) spends about 40 instructions per
-// key-and-value element on decoding and on the R fp32 products per element, and was bound by
-// instruction issue (0.45x the BF16 cache's speed at 64K). Here the warp decodes a block into
-// exact BF16 tiles and lets mma.sync do every product:
-//   * keys: a code's 8 lattice values g = (n - 8)/2 ± 1/4 are multiples of 1/4 below 4.5 in
-//     magnitude, exact in bf16. From the 1 KiB packed table (shared memory) and the sign word, a
-//     pair of dimensions costs a shift, a lop3 (the two nibbles into the top mantissa bits of 1.0:
-//     f = 1 + n/16) and one bf16x2 fma (g = 8 f - 12 ± 1/4, exact). The tile holds g, so q·g runs
-//     against the ROTATED query q~ (the prep kernel's output, three bf16 parts as usual) and the
-//     token's scale n_t / alpha (and global centering's q~·mean~) is applied to the scores.
-//   * values: v = z + D q (fp16 z, D per token and group of 32 channels; 2-bit q) is not exact in
-//     bf16, so p·v is split: Σ_t p_t v_t = Σ_t (4 p_t D_t) c_t + Σ_t p_t (z_t - 4 D_t), with the
-//     code as c = 1 + q/4 (exact in bf16: the 2 bits dropped into the mantissa, one shift and
-//     one lop3 per pair, which is why a tile column pair holds channels c and c + 8: see
-//     decode_v2_slot). The first sum is mma.sync with the weights 4 p D of each group as the A
-//     operand (three bf16 parts: exact to fp32); the second is a few fp32 products per lane.
-// Raw BF16 pages of the window (the newest blocks) are copied (values in the same column order)
-// and scored against the unrotated query. Results equal the CPU's to float rounding
-// (tests/test_cuda_lossy.py).
+// Keys: q·g on the int8 tensor cores (mma m16n8k32). A code's eight lattice values are
+//   4 g_i = 2 (n_i - pi) - 15,   n_i = 8 + 2 eps_i a'_i in [3, 13]
+// (shared/spec/e8.md §3: n_i the sign-flipped nibble of the packed table word, pi the code's
+// shift bit), so
+//   q·g = (2 Σ q_i b_i - 15 Σ q_i) / 4,   b_i = n_i - pi in [2, 13].
+// The bytes b come out of the table word with a few integer operations: XOR the spread flips
+// times 14 (14 = 1110b turns an odd nibble n into 16 - n), subtract pi from every nibble, and
+// split even and odd nibbles into bytes (& 0x0F0F0F0F, >> 4): dims (0, 4, 1, 5) and (2, 6, 3, 7)
+// of the block. So one code is one lane's B fragment of one k-step (32 k of token g), and the
+// query's A fragments hold its dims in the same permuted order (a dot product does not care).
+// The rotated query q~ (fp32) enters as three int8 parts with steps s, s/128, s/128^2 (s =
+// max|q~|/127: 22 significant bits), one per row group of the A operand (rows 0-3, 4-7, 8-11;
+// attention_ptx.cuh says why rows are free), so one mma sums all three, exactly, in int32. The
+// sums become floats through the 1.5 * 2^23 trick (an integer add, a float subtract: exact).
+//
+// Values: p·v on the fp16 tensor cores with the codes as the A operand (V transposed: 16 channels
+// x 16 tokens per m-tile, one code word). With v = z + D q (z, D fp16 per token and group of 32)
+// and the centered code c = q - 3/2:
+//   Σ_t p_t v_t = Σ_t (p_t D_t) c_t + [Σ_t p_t z_t + 3/2 Σ_t p_t D_t]
+// c is exact in fp16: the 2 bits dropped into the mantissa of 4.0 (per register a shift and a
+// lop3, a byte_perm per two) give 4 + q, one HADD2 subtracts 11/2. Centered, the accumulators stay
+// near the size of the result (with 4 + q they ran ~200x larger on near-uniform attention, and
+// the tensor cores' fp32 sums lost the CPU's 1e-4 on it). The weights w = p D of a group are the
+// B operand: columns 0-3 the four rows' w rounded to fp16, columns 4-7 what the rounding left
+// (together 22 bits). The bracket is one more mma per block, whose A rows are z and D of each
+// group (exact fp16) against the same split of p. The remainders are stored times 2^11 (kLoScale): unscaled, most of them
+// would be fp16 subnormals and lose their bits. Every value accumulator therefore has channels as rows and (row, part) as
+// columns; parts and brackets are summed once, after the last block.
+//
+// Raw BF16 pages of the window (the newest blocks) are copied to a per-warp tile and run on bf16
+// mma into the same accumulators: q unrotated and p in three bf16 parts (attention_ptx.cuh).
+// The query rotation (q~ = R (s ⊙ q), s the centering scale when on) is the thread block's first
+// step. Results equal the CPU's to float rounding (tests/test_cuda_lossy.py).
 // Decode-sized sequences (<= 16 rows) only, head dims 32, 64 and 128 (one tile per block); the
 // rest of an E8 cache's work is attention_lossy.cu's.
 #pragma once
@@ -41,18 +54,27 @@ constexpr int kE8Stages = 4;  // blocks in each warp's pipeline (a block's slots
 
 template <int kD>
 struct E8Geom {
+  static constexpr int kKs = kD / 32;  // int8 k-steps of a key: one code per lane each
+  static constexpr int kMt = kD / 16;  // value m-tiles: one code word (16 channels) each
+  static constexpr int kGroups = kD / ASYM2_VGROUP;
   static constexpr uint32_t kSlotK = 4 * kD + 4 * KV_BLOCK_TOKENS;  // e8_k_slot_bytes(kD)
   static constexpr uint32_t kSlotV = 6 * kD;                        // v2_slot_bytes(kD)
   static constexpr uint32_t kStage = kSlotK + kSlotV;
-  static constexpr uint32_t kRing = (kE8Stages * 2 * 4 + 15) & ~15u;  // the in-flight blocks' entries
-  static constexpr uint32_t kParams = KV_BLOCK_TOKENS * (kD / ASYM2_VGROUP) * 8;  // float2 (4D, z - 4D)
-  // The decoded K and V tiles and value parameters of one block; a warp has two (block i's math
-  // runs while block i + 1 is decoded into the other).
-  static constexpr uint32_t kDecoded = 2 * TileGeom<kD>::kTileBytes + kParams;
-  // Per warp: the stages, two decoded blocks, the ring.
-  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + 2 * kDecoded + kRing;
+  // The stages' bulk-copy barriers, then the in-flight blocks' entries.
+  static constexpr uint32_t kRing = (kE8Stages * 8 + kE8Stages * 2 * 4 + 15) & ~15u;
+  // Per warp: the stages, one raw-page tile (K, then V of the same block), the ring.
+  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + TileGeom<kD>::kTileBytes + kRing;
+  // Per thread block: the table, the rotated queries [16 rows][kD] fp32, the warps.
+  static constexpr uint32_t kQsOff = E8_N_PROTO * 4;
+  static constexpr uint32_t kWarpsOff = kQsOff + kRowsPerGroup * kD * 4;
+  static constexpr uint32_t kBytes = kWarpsOff + kWarps * kWarpBytes;
   static_assert(kStage % 16 == 0 && TileGeom<kD>::kTileBytes % 16 == 0, "16-byte aligned pieces");
+  static_assert(kRowsPerGroup * kD * 4 <= kWarps * kWarpBytes, "the unrotated rows fit the warps' buffers");
 };
+
+constexpr float kLoScale = 2048.f;          // the remainder columns' scale (see the header)
+constexpr int32_t kMagicBits = 0x4B400000;  // 1.5 * 2^23: its bits + i read as float = 1.5 * 2^23 + i
+constexpr float kMagic = 12582912.f;
 
 // (x & mask) | bits in one lop3: mask and bits arrive in registers (set once, outside the loops),
 // since a LOP3 takes one immediate and the compiler would otherwise spend two instructions.
@@ -62,145 +84,301 @@ __device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t b
   return d;
 }
 
-// A key slot's 16 x kD/8 codes as g values into BF16 rows kt (see the header). Lane l decodes code
-// block l % (kD/8) of tokens l / (kD/8), + 32 / (kD/8), ...: one fixed column per lane.
+// q~ = R (s ⊙ q) of the sequence's n_rows rows into qs [16][kD] (shared): thread i makes channel i
+// of every row. The unrotated rows wait in tmp (the warps' buffers: nothing is issued yet).
 template <int kD>
-__device__ __forceinline__ void decode_e8_keys(const uint8_t* sk, const uint32_t* tab, uint16_t* kt, uint32_t m78,
-                                               uint32_t one2) {
-  constexpr int kRow = TileGeom<kD>::kRow, kBlocks = kD / 8, kQuads = kD / 32, kStep = 32 / kBlocks;
-  const int lane = threadIdx.x & 31, bi = lane % kBlocks, j = bi & 3;
-  const uint8_t* src = sk + 8 * ((lane / kBlocks) * kQuads + (bi >> 2));
-  uint16_t* dst = kt + (lane / kBlocks) * kRow + 8 * bi;
-  const __nv_bfloat162 eight = __floats2bfloat162_rn(8.f, 8.f);
-  const __nv_bfloat162 c_plus = __floats2bfloat162_rn(-11.75f, -11.75f), c_minus = __floats2bfloat162_rn(-12.25f, -12.25f);
+__device__ __forceinline__ void rotate_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
+                                            float* qs, float* tmp) {
+  const E8KVLayer& st = *static_cast<const E8KVLayer*>(P.kv.codec);
+  const int32_t G = P.a.n_head / P.kv.n_head_kv;
+  const float* scl = st.scale ? st.scale + (size_t)kvh * kD : nullptr;
+  for (int e = threadIdx.x; e < n_rows * kD; e += kThreads) {
+    const int r = e / kD, c = e % kD;
+    const float x = P.q[((int64_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * kD + c];
+    tmp[e] = scl ? __fmul_rn(x, scl[c]) : x;
+  }
+  __syncthreads();
+  static_assert(kD <= kThreads, "one channel per thread");
+  // Rows four at a time (a decode step of a GQA group of 4 is one pass); a last pass of fewer
+  // rows recomputes its first row in the unused places and stores nothing of them.
+  if (threadIdx.x < kD) {
+    const int i = threadIdx.x;
+    const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * kD);
+    for (int r0 = 0; r0 < n_rows; r0 += 4) {
+      int rr[4];
 #pragma unroll
-  for (int k = 0; k < KV_BLOCK_TOKENS / kStep; ++k) {
-    const uint2 w = *reinterpret_cast<const uint2*>(src + k * kStep * kQuads * 8);
-    const uint32_t word = tab[__byte_perm(w.x, 0u, 0x4440u + (uint32_t)j)];
-    const uint32_t sp = (w.y >> j) & 0x11111111u;
-    const uint32_t par = __popc(sp) & 1u;
-    const uint32_t sw = e8_signed_word(word, sp ^ par);
-    const __nv_bfloat162 c = par ? c_minus : c_plus;
-    uint32_t out[4];
+      for (int r = 0; r < 4; ++r) rr[r] = r0 + r < n_rows ? r0 + r : r0;
+      float y[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+      for (int j = 0; j < kD / 4; ++j) {
+        const float4 rv = __ldg(Ri + j);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      // Dims 2i and 2i+1 are nibbles i and i+4 (bits 4i and 4i+16): to bits 3 and 19.
-      const uint32_t f = and_or(i == 0 ? sw << 3 : sw >> (4 * i - 3), m78, one2);
-      const __nv_bfloat162 gv = __hfma2(*reinterpret_cast<const __nv_bfloat162*>(&f), eight, c);
-      out[i] = *reinterpret_cast<const uint32_t*>(&gv);
+        for (int r = 0; r < 4; ++r) {
+          const float4 qv = reinterpret_cast<const float4*>(tmp + rr[r] * kD)[j];
+          y[r] = __fmaf_rn(rv.x, qv.x, y[r]);
+          y[r] = __fmaf_rn(rv.y, qv.y, y[r]);
+          y[r] = __fmaf_rn(rv.z, qv.z, y[r]);
+          y[r] = __fmaf_rn(rv.w, qv.w, y[r]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        if (r0 + r < n_rows) qs[(r0 + r) * kD + i] = y[r];
     }
-    *reinterpret_cast<uint4*>(dst + k * kStep * kRow) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+  __syncthreads();
+}
+
+// This lane's int8 A fragments of q~ (its M-tile row g % 4) and the constants that turn its two
+// accumulator rows into a score part (see the header).
+template <int kD>
+struct E8Query {
+  uint32_t a[kD / 32][4];
+  float sA, sB;    // step of the part in accumulator rows g and g + 8, times 1/4 and 1/alpha
+  int32_t kA, kB;  // kMagicBits - 15 Σ (that part's integers)
+  float cadd;      // q~·mean~ (global centering), else 0
+};
+
+template <int kD>
+__device__ __forceinline__ void e8_query(const float* qv, bool valid, const float* mu, float inv_alpha,
+                                         E8Query<kD>& Q) {
+  constexpr int kKs = kD / 32;
+  constexpr int kDim[8] = {0, 4, 1, 5, 2, 6, 3, 7};  // byte b of the b0 | b1 pair: dim of the block
+  const int lane = threadIdx.x & 31, tig = lane & 3;
+  const bool upper = lane >= 16;
+  // This lane's codes j = tig * kKs + s (one per k-step s): dims 8j .. 8j + 7. The four lanes of a
+  // row hold all of it.
+  float amax = 0.f;
+#pragma unroll
+  for (int x = 0; x < 8 * kKs; ++x) amax = fmaxf(amax, fabsf(valid ? qv[8 * tig * kKs + x] : 0.f));
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 2));
+  const float s1 = amax * (1.f / 127.f), s2 = s1 * (1.f / 128.f), s3 = s2 * (1.f / 128.f);
+  const float i1 = amax > 0.f ? 127.f / amax : 0.f, i2 = i1 * 128.f, i3 = i2 * 128.f;
+  int32_t sum1 = 0, sum2 = 0, sum3 = 0;
+  float cadd = 0.f;
+#pragma unroll
+  for (int s = 0; s < kKs; ++s) {
+    uint32_t w1[2] = {0u, 0u}, w2[2] = {0u, 0u}, w3[2] = {0u, 0u};
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      const int d = 8 * (tig * kKs + s) + kDim[b];
+      const float v = valid ? qv[d] : 0.f;
+      if (mu != nullptr) cadd = __fmaf_rn(v, mu[d], cadd);
+      // |t2|, |t3| <= 64: each residual is at most half a step of the part before.
+      const float t1 = rintf(v * i1), r1 = __fmaf_rn(-s1, t1, v);
+      const float t2 = rintf(r1 * i2), r2 = __fmaf_rn(-s2, t2, r1);
+      const float t3 = fminf(fmaxf(rintf(r2 * i3), -127.f), 127.f);
+      const int32_t q1 = (int32_t)t1, q2 = (int32_t)t2, q3 = (int32_t)t3;
+      sum1 += q1;
+      sum2 += q2;
+      sum3 += q3;
+      w1[b >> 2] |= ((uint32_t)q1 & 0xFFu) << (8 * (b & 3));
+      w2[b >> 2] |= ((uint32_t)q2 & 0xFFu) << (8 * (b & 3));
+      w3[b >> 2] |= ((uint32_t)q3 & 0xFFu) << (8 * (b & 3));
+    }
+    Q.a[s][0] = upper ? w2[0] : w1[0];
+    Q.a[s][1] = upper ? 0u : w3[0];
+    Q.a[s][2] = upper ? w2[1] : w1[1];
+    Q.a[s][3] = upper ? 0u : w3[1];
+  }
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    sum1 += __shfl_xor_sync(kFull, sum1, x);
+    sum2 += __shfl_xor_sync(kFull, sum2, x);
+    sum3 += __shfl_xor_sync(kFull, sum3, x);
+    cadd += __shfl_xor_sync(kFull, cadd, x);
+  }
+  Q.sA = (upper ? s2 : s1) * 0.25f * inv_alpha;
+  Q.sB = upper ? 0.f : s3 * 0.25f * inv_alpha;
+  Q.kA = kMagicBits - 15 * (upper ? sum2 : sum1);
+  Q.kB = kMagicBits - 15 * (upper ? 0 : sum3);
+  Q.cadd = cadd;
+}
+
+// Scores of a key slot for this lane's row: keys 2t, 2t+1, 2t+8, 2t+9 (t = lane % 4), as
+// sum_score_parts leaves a raw block's. Lane (g, t) decodes the codes of tokens g and 8 + g in
+// its quad qd, blocks bq .. bq + kKs - 1 (all four when kD = 128).
+template <int kD>
+__device__ __forceinline__ void e8_block_scores(const uint8_t* sk, const uint32_t* tab, const E8Query<kD>& Q, int qd,
+                                                int bq, float (&sc)[4]) {
+  constexpr int kKs = kD / 32;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  int32_t acc[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[h][c] = 0;
+    const uint2 w = *reinterpret_cast<const uint2*>(sk + e8_k_quad_offset(kD, 8 * h + g, qd));
+    // Bit i of par: parity of block i's sign bits (bits i, i + 4, ..., i + 28 of the sign word);
+    // the effective flips e = s ^ pi toggle bit 0 of each such block, i.e. bit i.
+    uint32_t par = w.y ^ (w.y >> 16);
+    par ^= par >> 8;
+    par ^= par >> 4;
+    const uint32_t fl = w.y ^ (par & 15u);
+#pragma unroll
+    for (int s = 0; s < kKs; ++s) {
+      const int bi = kKs == 4 ? s : bq + s;
+      const uint32_t word = tab[__byte_perm(w.x, 0u, 0x4440u + (uint32_t)bi)];
+      const uint32_t n = (word ^ (((fl >> bi) & 0x11111111u) * 14u)) - ((par >> bi) & 1u) * 0x11111111u;
+      mma_s8(acc[h], Q.a[s], n & 0x0F0F0F0Fu, (n >> 4) & 0x0F0F0F0Fu);
+    }
+  }
+  const float2 n0 = *reinterpret_cast<const float2*>(sk + e8_k_norm_offset(kD, 2 * tig));
+  const float2 n1 = *reinterpret_cast<const float2*>(sk + e8_k_norm_offset(kD, 8 + 2 * tig));
+  const float nt[4] = {n0.x, n0.y, n1.x, n1.y};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int h = j >> 1, c = j & 1;
+    const float fa = __int_as_float(2 * acc[h][c] + Q.kA) - kMagic;
+    const float fb = __int_as_float(2 * acc[h][2 + c] + Q.kB) - kMagic;
+    float x = __fmaf_rn(Q.sA, fa, Q.sB * fb);
+    x += __shfl_xor_sync(kFull, x, 16);  // the other lane of the row holds the middle part
+    sc[j] = __fmaf_rn(x, nt[j], Q.cadd);
   }
 }
 
-// A value slot into the warp's buffers: its 2-bit codes as c = 1 + q/4 into BF16 rows vt, and
-// per (token, group) the floats (4D, z - 4D) into vp. Code word w (16 codes, channels 16w ..
-// 16w + 15, code k at bits 2k) gives pair k = channels (16w + k, 16w + k + 8) with one shift and
-// one lop3 (bits 2k and 2k + 16 to 5 and 21): the tile's columns 16w + 2k, +1 hold those
-// channels (finish_decode's kPairsV puts them back in order). Lane l takes token l / 2, words
-// (l % 2) kD/32 .. + kD/32 - 1, and the parameters of groups (l % 2) kG/2 ...
-template <int kD>
-__device__ __forceinline__ void decode_v2_slot(const uint8_t* sv, uint16_t* vt, float2* vp, uint32_t m60,
-                                               uint32_t one2) {
-  constexpr int kRow = TileGeom<kD>::kRow, kWords = kD / 32, kGroups = kD / ASYM2_VGROUP;
-  const int lane = threadIdx.x & 31, t = lane >> 1, h = lane & 1;
-  const uint32_t* src = reinterpret_cast<const uint32_t*>(sv + lane * (kD / 8));
-#pragma unroll
-  for (int wi = 0; wi < kWords; ++wi) {
-    const uint32_t wd = src[wi];
-    uint32_t pr[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      pr[k] = and_or(k <= 2 ? wd << (5 - 2 * k) : wd >> (2 * k - 5), m60, one2);
-    }
-    uint4* dst = reinterpret_cast<uint4*>(vt + t * kRow + h * (kD / 2) + 16 * wi);
-    dst[0] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
-    dst[1] = make_uint4(pr[4], pr[5], pr[6], pr[7]);
-  }
-#pragma unroll
-  for (int a = h; a < kGroups; a += 2) {
-    const uint32_t pw = *reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, t, a));
-    const float2 dz = __half22float2(*reinterpret_cast<const __half2*>(&pw));  // (D, z)
-    const float d4 = 4.f * dz.x;
-    vp[t * kGroups + a] = make_float2(d4, dz.y - d4);
-  }
+// Weights w0, w1 as an fp16 pair of the B operand: rounded (lanes < 16: columns 0-3) or what the
+// rounding left, times kLoScale (lanes >= 16: columns 4-7). up is kLoScale on the upper lanes and
+// 0 on the others, sc kLoScale and 1: x sc - f up is w or (w - f) kLoScale, exactly.
+__device__ __forceinline__ uint32_t f16_parts(float w0, float w1, float up, float sc) {
+  const __half2 h = __floats2half2_rn(w0, w1);
+  const float2 f = __half22float2(h);
+  const __half2 r = __floats2half2_rn(__fmaf_rn(-up, f.x, w0 * sc), __fmaf_rn(-up, f.y, w1 * sc));
+  return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// A raw BF16 value page (or zeros, src == nullptr) into vt in decode_v2_slot's column order:
-// columns 16w + 2k, +1 hold channels 16w + k and 16w + k + 8.
+// An fp16 pair 4 + q (q = 0..3) as q - 3/2: exact.
+__device__ __forceinline__ uint32_t centered(uint32_t x) {
+  const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&x), __floats2half2_rn(5.5f, 5.5f));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// The per-lane constants of the value side.
+struct E8ValueLane {
+  float up, sc;        // kLoScale, kLoScale on lanes >= 16 (remainder columns); 0, 1 on the others
+  uint32_t vsel;       // byte_perm: the bytes of channels g and g + 8 of two code words
+  uint32_t sh0, sh1;   // shifts of channel g, g + 8 to the mantissa bits 8-9
+  uint32_t zsel;       // byte_perm: the D (odd g) or z (even g) halves of two parameter words
+  uint32_t mask, one;  // 0x03000300, 0x44004400 (fp16 4.0), kept in registers for and_or
+};
+
+// p·v of a value slot: o (channels x (row, part)) and the bracket's accumulators oz.
 template <int kD>
-__device__ __forceinline__ void copy_v_page_pairs(const uint8_t* src, uint16_t* vt) {
-  constexpr int kRow = TileGeom<kD>::kRow, kPerRow = kD / 16;
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int k = 0; k < KV_BLOCK_TOKENS * kPerRow / 32; ++k) {
-    const int u = lane + 32 * k, t = u / kPerRow, w = u % kPerRow;
-    uint4 a = make_uint4(0, 0, 0, 0), b = a;
-    if (src) {
-      const uint4* p = reinterpret_cast<const uint4*>(src + (t * kD + 16 * w) * 2);
-      a = p[0];  // channels 16w .. 16w + 7
-      b = p[1];  // channels 16w + 8 .. 16w + 15
+__device__ __forceinline__ void e8_block_values(const uint8_t* sv, const float (&p)[4], const E8ValueLane& L,
+                                                float (&o)[kD / 16][4], float (&oz)[4]) {
+  constexpr int kG = kD / ASYM2_VGROUP, kRowBytes = kD / 4;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t0 = 2 * (lane & 3);
+  const uint32_t* pw = reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, 0, 0));  // [16][kG] (D, z)
+  // The bracket: rows 2a (z) and 2a + 1 (D) of group a against p.
+  {
+    uint32_t az[4] = {0u, 0u, 0u, 0u};
+    if ((g >> 1) < kG) {
+      const int a = g >> 1;
+      az[0] = __byte_perm(pw[t0 * kG + a], pw[(t0 + 1) * kG + a], L.zsel);
+      az[2] = __byte_perm(pw[(t0 + 8) * kG + a], pw[(t0 + 9) * kG + a], L.zsel);
     }
-    const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
-    uint32_t pr[8];
+    mma_f16(oz, az, f16_parts(p[0], p[1], L.up, L.sc), f16_parts(p[2], p[3], L.up, L.sc));
+  }
+  const int tok[4] = {t0, t0 + 1, t0 + 8, t0 + 9};
+#pragma unroll
+  for (int a = 0; a < kG; ++a) {
+    float w[4];
+    uint2 cw[4];  // code words 2a, 2a + 1 (the group's 32 channels) of the four tokens
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      pr[2 * j] = __byte_perm(aw[j], bw[j], 0x5410);      // low halves: channels 2j and 2j + 8
-      pr[2 * j + 1] = __byte_perm(aw[j], bw[j], 0x7632);  // high halves: 2j + 1 and 2j + 9
+      w[j] = p[j] * __half2float(__ushort_as_half((unsigned short)(pw[tok[j] * kG + a] & 0xFFFFu)));
+      cw[j] = *reinterpret_cast<const uint2*>(sv + tok[j] * kRowBytes + 8 * a);
     }
-    uint4* dst = reinterpret_cast<uint4*>(vt + t * kRow + 16 * w);
-    dst[0] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
-    dst[1] = make_uint4(pr[4], pr[5], pr[6], pr[7]);
+    const uint32_t b0 = f16_parts(w[0], w[1], L.up, L.sc), b1 = f16_parts(w[2], w[3], L.up, L.sc);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t x0 = __byte_perm(h ? cw[0].y : cw[0].x, h ? cw[1].y : cw[1].x, L.vsel);
+      const uint32_t x1 = __byte_perm(h ? cw[2].y : cw[2].x, h ? cw[3].y : cw[3].x, L.vsel);
+      const uint32_t af[4] = {centered(and_or(x0 << L.sh0, L.mask, L.one)), centered(and_or(x0 >> L.sh1, L.mask, L.one)),
+                              centered(and_or(x1 << L.sh0, L.mask, L.one)), centered(and_or(x1 >> L.sh1, L.mask, L.one))};
+      mma_f16(o[2 * a + h], af, b0, b1);
+    }
+  }
+}
+
+// p·v of a raw BF16 value tile vt (rows = tokens) into the same accumulators: A from ldmatrix.trans,
+// p in three bf16 parts over two mma (hi | mid, then lo | 0; the upper lanes' columns are scaled
+// by kLoScale like the slots' remainders: the split of p kLoScale is the split of p, scaled).
+template <int kD>
+__device__ __forceinline__ void raw_block_values(const uint16_t* vt, const float (&p)[4], float (&o)[kD / 16][4]) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
+  const bool upper = lane >= 16;
+  const float ps = upper ? kLoScale : 1.f;
+  const Split3 pa = split3(p[0] * ps, p[1] * ps), pb = split3(p[2] * ps, p[3] * ps);
+  const uint32_t h0 = upper ? pa.mid : pa.hi, h1 = upper ? pb.mid : pb.hi;
+  const uint32_t l0 = upper ? 0u : pa.lo, l1 = upper ? 0u : pb.lo;
+  // Matrix mi: tokens 8 (mi >> 1) .., channels 8 (mi & 1) .. of the m-tile.
+  const uint16_t* vp = vt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
+#pragma unroll
+  for (int i = 0; i < kD / 16; ++i) {
+    uint32_t af[4];
+    ldmatrix_x4_trans(af, vp + 16 * i);
+    mma_bf16(o[i], af, h0, h1);
+    mma_bf16(o[i], af, l0, l1);
   }
 }
 
 // One warp, one M-tile (rows r0 .. r0+3), blocks b_first, b_first + b_step, ... below b_end of
-// an E8 cache: leaves this lane's row state (parts not yet summed) in o, m, l, as run_rows.
+// an E8 cache: leaves this lane's state (parts and brackets not yet summed) in o, oz, m, l.
 template <int kD>
 __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                             int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
-                                            uint8_t* wbase, const uint32_t* tab, float (&o)[kD / 8][4], float& m,
-                                            float& l) {
+                                            uint8_t* wbase, const uint32_t* tab, const float* qs, bool has_slots,
+                                            float (&o)[kD / 16][4], float (&oz)[4], float& m, float& l) {
   using Geo = E8Geom<kD>;
-  constexpr int kS = kE8Stages, kRow = TileGeom<kD>::kRow, kGroups = kD / ASYM2_VGROUP;
+  constexpr int kS = kE8Stages, kKs = Geo::kKs;
   const KVLayerView& kv = P.kv;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
-  const int lane = threadIdx.x & 31, tig = lane & 3;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
   const int32_t len = s.pos0 + s.n_q;  // tokens in the cache
 
-  // Slots meet the rotated q~ (and, with global centering, q~·mean~ per score), raw pages q
-  // (fragments made when such a block comes: the few newest blocks; registers are the limit).
-  uint32_t qr[kD / 16][4];
-  const float* qrv = P.q_rot + (((int64_t)blockIdx.z * kv.n_head_kv + kvh) * kRowsPerGroup + (tr.valid ? tr.R : 0)) * kD;
-  query_fragments<kD>(qrv, tr.valid, kD, qr);
-  float cadd = 0.f;
-  if (st.mean_rot != nullptr && tr.valid) {
-    const float* mu = st.mean_rot + (int64_t)kvh * kD;
-    for (int c = tig; c < kD; c += 4) cadd = __fmaf_rn(qrv[c], mu[c], cadd);
-  }
-  cadd += __shfl_xor_sync(kFull, cadd, 1);
-  cadd += __shfl_xor_sync(kFull, cadd, 2);
-  const float inv_alpha = 1.f / st.alpha;
+  E8Query<kD> Q = {};
+  if (has_slots)
+    e8_query<kD>(qs + (tr.valid ? tr.R : 0) * kD, tr.valid, st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr,
+                 1.f / st.alpha, Q);
 #pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
+  for (int i = 0; i < kD / 16; ++i)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
-  float oz[kGroups];  // Σ p (z - 4D) per value group, this lane's row
+    for (int c = 0; c < 4; ++c) o[i][c] = 0.f;
 #pragma unroll
-  for (int a = 0; a < kGroups; ++a) oz[a] = 0.f;
+  for (int c = 0; c < 4; ++c) oz[c] = 0.f;
   m = -INFINITY;
   l = 0.f;
+  E8ValueLane VL;
+  VL.up = lane >= 16 ? kLoScale : 0.f;
+  VL.sc = lane >= 16 ? kLoScale : 1.f;
+  VL.vsel = 0x6420u + (uint32_t)(g >> 2) * 0x1111u;
+  VL.sh0 = 8u - 2u * (uint32_t)(g & 3);
+  VL.sh1 = 2u * (uint32_t)(g & 3);
+  VL.zsel = (g & 1) ? 0x5410u : 0x7632u;
+  VL.mask = 0x03000300u;
+  VL.one = 0x44004400u;
+  asm volatile("" : "+r"(VL.mask), "+r"(VL.one));  // opaque: kept as registers, not folded back
+  const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
 
-  uint8_t* decoded = wbase + kS * Geo::kStage;                                         // [2] K, V, params
-  uint32_t* ents = reinterpret_cast<uint32_t*>(decoded + 2 * Geo::kDecoded);          // [kS][2]
-  auto kt_of = [&](int32_t i) { return reinterpret_cast<uint16_t*>(decoded + (i & 1) * Geo::kDecoded); };
-  auto vt_of = [&](int32_t i) { return kt_of(i) + KV_BLOCK_TOKENS * kRow; };
-  auto vp_of = [&](int32_t i) { return reinterpret_cast<float2*>(vt_of(i) + KV_BLOCK_TOKENS * kRow); };
+  uint16_t* raw = reinterpret_cast<uint16_t*>(wbase + kS * Geo::kStage);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(wbase + kS * Geo::kStage + TileGeom<kD>::kTileBytes);  // [kS]
+  uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kS);                                             // [kS][2]
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
+  constexpr bool kBulk = GAACRT_BULK_COPY;
+  if (kBulk) {
+    if (lane == 0)
+#pragma unroll
+      for (int x = 0; x < kS; ++x) mbar_init(bars + x);
+    fence_mbar_init();
+    __syncwarp();
+  }
 
-  // Issues block `it` (entries e: K, V) into stage it % kS: slots by cp.async, raw pages warmed
-  // in L2 (copied when the block's turn comes).
+  // Issues block `it` (entries e: K, V) into stage it % kS: slots by bulk copies (sm_90; else
+  // cp.async), raw pages warmed in L2 (copied when the block's turn comes).
   auto issue = [&](int32_t it, const uint32_t (&e)[2]) {
     const int slot = it % kS;
     uint8_t* stg = wbase + slot * Geo::kStage;
@@ -208,126 +386,149 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       ents[2 * slot] = e[0];
       ents[2 * slot + 1] = e[1];
     }
+    if (kBulk) fence_proxy_async();  // earlier reads of this stage before the copies' writes
 #pragma unroll
     for (int is_v = 0; is_v < 2; ++is_v) {
-      if (e[is_v] == KV_ENTRY_EMPTY) continue;
-      const uint8_t* src = kv_entry_ptr(kv, e[is_v], is_v);
-      if (!kv_entry_is_slot(e[is_v])) {
-        if (lane * 128 < KV_BLOCK_TOKENS * kD * 2) prefetch_l2(src + lane * 128);
-        continue;
+      if (e[is_v] == KV_ENTRY_EMPTY || kv_entry_is_slot(e[is_v])) continue;
+      if (lane * 128 < KV_BLOCK_TOKENS * kD * 2) prefetch_l2(kv_entry_ptr(kv, e[is_v], is_v) + lane * 128);
+    }
+    const bool sk = kv_entry_is_slot(e[0]), sv = kv_entry_is_slot(e[1]);
+    if (kBulk) {
+      if (lane == 0) {
+        mbar_expect_tx(bars + slot, (sk ? Geo::kSlotK : 0u) + (sv ? Geo::kSlotV : 0u));
+        if (sk) bulk_copy(stg, kv_entry_ptr(kv, e[0], 0), Geo::kSlotK, bars + slot);
+        if (sv) bulk_copy(stg + Geo::kSlotK, kv_entry_ptr(kv, e[1], 1), Geo::kSlotV, bars + slot);
       }
-      const uint32_t n16 = (is_v ? Geo::kSlotV : Geo::kSlotK) / 16;
-      uint8_t* dst = stg + (is_v ? Geo::kSlotK : 0);
-      for (uint32_t c = lane; c < n16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
+    } else {
+#pragma unroll
+      for (int is_v = 0; is_v < 2; ++is_v) {
+        if (!(is_v ? sv : sk)) continue;
+        const uint8_t* src = kv_entry_ptr(kv, e[is_v], is_v);
+        const uint32_t n16 = (is_v ? Geo::kSlotV : Geo::kSlotK) / 16;
+        uint8_t* dst = stg + (is_v ? Geo::kSlotK : 0);
+        for (uint32_t c = lane; c < n16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
+      }
     }
   };
+  auto page = [&](uint32_t e) { return e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes; };
   EntryStream<2> es;
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
   es.issue_first<kS>(issue);
-  // Block i's stage into its decoded buffer (raw pages copied, released ones zeros: never visible).
-  // The masks of the code decoders live in registers (and_or).
-  uint32_t m78 = 0x00780078u, m60 = 0x00600060u, one2 = 0x3F803F80u;
-  asm volatile("" : "+r"(m78), "+r"(m60), "+r"(one2));  // opaque: kept as registers, not folded back
-  auto decode_keys = [&](int32_t i) {
-    const uint32_t e = ents[2 * (i % kS)];
-    if (kv_entry_is_slot(e))
-      decode_e8_keys<kD>(wbase + (i % kS) * Geo::kStage, tab, kt_of(i), m78, one2);
-    else
-      copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, kD, 0, kt_of(i),
-                         lane, 32);
-  };
-  auto decode_values = [&](int32_t i) {
-    const uint32_t e = ents[2 * (i % kS) + 1];
-    if (kv_entry_is_slot(e)) {
-      decode_v2_slot<kD>(wbase + (i % kS) * Geo::kStage + Geo::kSlotK, vt_of(i), vp_of(i), m60, one2);
-    } else {
-      copy_v_page_pairs<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, vt_of(i));
-      __syncwarp();
-      zero_rows_past_end<kD>(vt_of(i), len - (b_first + i * b_step) * KV_BLOCK_TOKENS, lane);
-    }
-  };
-  if (n_iter > 0) {
-    cp_async_wait<kS - 2>();  // block 0 has landed
-    __syncwarp();
-    decode_keys(0);
-    decode_values(0);
-  }
-  __syncwarp();
-  // Software pipeline: block it's mma and softmax interleave with block it + 1's decode (one warp
-  // runs in order; the decode's integer work fills the tensor cores' and shuffles' latencies).
   for (int32_t it = 0; it < n_iter; ++it) {
     es.issue_ahead<kS>(it, issue);
-    const bool next = it + 1 < n_iter;
-    cp_async_wait<kS - 2>();  // blocks up to it + 1 have landed
-    __syncwarp();
+    cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
+    if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... or its bulk copies
+    __syncwarp();             // ... and every lane's
     const int32_t b = b_first + it * b_step;
-    const uint8_t* sk = wbase + (it % kS) * Geo::kStage;
+    const uint8_t* stg = wbase + (it % kS) * Geo::kStage;
     const uint32_t ek = ents[2 * (it % kS)], ev = ents[2 * (it % kS) + 1];
-    const bool k_slot = kv_entry_is_slot(ek), v_slot = kv_entry_is_slot(ev);
-    const uint16_t* kt = kt_of(it);
-    const uint16_t* vt = vt_of(it);
-    const float2* vp = vp_of(it);
-
-    float s4[2][2][4], sc[4], p[4];
-    if (k_slot) {
-      block_scores<kD>(kt, qr, s4);
-    } else {
+    float sc[4], p[4];
+    if (kv_entry_is_slot(ek)) {
+      e8_block_scores<kD>(stg, tab, Q, qd, bq, sc);
+    } else {  // a raw page (or a released one: zeros, never visible) against the unrotated q
+      copy_page_sync<kD>(page(ek), kD, 0, raw, lane, 32);
+      __syncwarp();
       uint32_t qa[kD / 16][4];
       query_fragments<kD>(P.q + tr.q_off, tr.valid, kD, qa);
-      block_scores<kD>(kt, qa, s4);
+      float s4[2][2][4];
+      block_scores<kD>(raw, qa, s4);
+      sum_score_parts(s4, sc);
+      __syncwarp();  // the tile is read: V may take it
     }
-    if (next) decode_keys(it + 1);
-    sum_score_parts(s4, sc);
-    if (k_slot)
+    const float corr = softmax_weights(sc, b, tr.pos, tr.lo, m, l, P.a, p);
+    // Accumulator columns 2t, 2t + 1 belong to rows (2t) % 4, (2t + 1) % 4, whose factors the
+    // lanes 4 r hold. Skipping x * 1 is exact; maxima rarely move after the first blocks.
+    if (__any_sync(kFull, corr != 1.f)) {
+      const float c0 = __shfl_sync(kFull, corr, 4 * ((2 * tig) & 3)), c1 = __shfl_sync(kFull, corr, 4 * ((2 * tig + 1) & 3));
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int key = 2 * tig + (j & 1) + 8 * (j >> 1);
-        const float nrm = *reinterpret_cast<const float*>(sk + 4 * kD + 4 * key) * inv_alpha;
-        sc[j] = __fmaf_rn(sc[j], nrm, cadd);
+      for (int i = 0; i < kD / 16; ++i) {
+        o[i][0] *= c0;
+        o[i][1] *= c1;
+        o[i][2] *= c0;
+        o[i][3] *= c1;
       }
-    const float corr = softmax_block<kD>(sc, b, tr.pos, tr.lo, o, m, l, P.a, p);
-    if (next) decode_values(it + 1);
-    uint32_t pf[4];
-    if (v_slot) {
-#pragma unroll
-      for (int a = 0; a < kGroups; ++a) {
-        float w[4], zs = 0.f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 dz = vp[(2 * tig + (j & 1) + 8 * (j >> 1)) * kGroups + a];  // (4D, z - 4D)
-          w[j] = p[j] * dz.x;
-          zs = __fmaf_rn(p[j], dz.y, zs);
-        }
-        zs += __shfl_xor_sync(kFull, zs, 1);
-        zs += __shfl_xor_sync(kFull, zs, 2);
-        oz[a] = __fmaf_rn(oz[a], corr, zs);
-        weights_a(w, pf);
-        pv_block<kD>(pf, vt, o, 2 * a, 2 * a + 2);
-      }
+      oz[0] *= c0;
+      oz[1] *= c1;
+      oz[2] *= c0;
+      oz[3] *= c1;
+    }
+    if (kv_entry_is_slot(ev)) {
+      e8_block_values<kD>(stg + Geo::kSlotK, p, VL, o, oz);
     } else {
-#pragma unroll
-      for (int a = 0; a < kGroups; ++a) oz[a] *= corr;
-      weights_a(p, pf);
-      pv_block<kD>(pf, vt, o);
+      copy_page_sync<kD>(page(ev), kD, 0, raw, lane, 32);
+      __syncwarp();
+      zero_rows_past_end<kD>(raw, len - b * KV_BLOCK_TOKENS, lane);
+      raw_block_values<kD>(raw, p, o);
     }
-    __syncwarp();  // block it's stage and buffer are read, block it + 1's decode is written
+    __syncwarp();  // block it's stage and the raw tile are read
   }
-  // Σ p (z - 4D) joins the hi part of the row (lanes < 16, accumulators 0 and 1: row g < 4).
-  if (lane < 16)
+  if (kBulk) {  // every phase issued has completed (each block was waited for): retire the barriers
+    if (lane == 0)
 #pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt) {
-      o[nt][0] += oz[nt / 4];
-      o[nt][1] += oz[nt / 4];
+      for (int x = 0; x < kS; ++x) mbar_inval(bars + x);
+    __syncwarp();
+  }
+}
+
+// This warp's state into the shared merge buffer (merge_decode's layout): the parts summed
+// (columns n and n + 4 sit on lanes t and t ^ 2; the latter scaled by kLoScale), each group's
+// bracket added to its channels.
+// Lane (g, t < 2) then holds rows 2t, 2t + 1 at channels 16 i + g (o[i][0..1]) and 16 i + g + 8.
+template <int kD>
+__device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, float l, float (&o)[kD / 16][4],
+                                               float (&oz)[4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int i = 0; i < kD / 16; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[i][c] += __shfl_xor_sync(kFull, o[i][c], 2) * (1.f / kLoScale);
+  float zt[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    oz[c] += __shfl_xor_sync(kFull, oz[c], 2) * (1.f / kLoScale);
+    zt[c] = __fmaf_rn(1.5f, __shfl_xor_sync(kFull, oz[c], 4), oz[c]);  // lanes g = 2a: Σ p z + 3/2 Σ p D, group a
+  }
+#pragma unroll
+  for (int i = 0; i < kD / 16; ++i)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float z = __shfl_sync(kFull, zt[c], 4 * (2 * (i / 2)) + tig);  // m-tile i is in group i / 2
+      o[i][c] += z;
+      o[i][2 + c] += z;
     }
+  float* w = ws + warp * kRowsPerTile * (dv + 2);
+  if (tig < 2)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      float* wr = w + (2 * tig + c) * (dv + 2) + 2;
+#pragma unroll
+      for (int i = 0; i < kD / 16; ++i) {
+        wr[16 * i + g] = o[i][c];
+        wr[16 * i + g + 8] = o[i][2 + c];
+      }
+    }
+  if (lane < 16 && tig == 0) {
+    w[g * (dv + 2)] = m;
+    w[g * (dv + 2) + 1] = l;
+  }
 }
 
 // Grid (n_split, kv-heads, sequences); sequences of more than 16 rows are left to
 // attention_lossy.cu's kernel.
 template <int kD>
-__global__ void __launch_bounds__(kThreads, 2) attention_e8_mma_kernel(const KernelArgs P) {
-  pdl_begin();
+__global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const KernelArgs P) {
   extern __shared__ __align__(16) uint8_t smem[];
+  using Geo = E8Geom<kD>;
   const KVLayerView& kv = P.kv;
+  // Constants first, while the previous kernel may still run: the table, and the rotation's rows
+  // warmed in L2.
+  uint32_t* tab = reinterpret_cast<uint32_t*>(smem);
+  for (int x = threadIdx.x; x < E8_N_PROTO; x += kThreads) tab[x] = g_e8_table[x];
+  const float* rot = static_cast<const E8KVLayer*>(kv.codec)->rot;
+  if (threadIdx.x < kD)
+#pragma unroll
+    for (int c = 0; c < kD * 4; c += 128) prefetch_l2(rot + (size_t)threadIdx.x * kD + c / 4);
+  pdl_begin();
   const int warp = threadIdx.x >> 5;
   const AttnSeq s = P.seqs[blockIdx.z];
   const int32_t kvh = blockIdx.y, split = blockIdx.x;
@@ -335,26 +536,29 @@ __global__ void __launch_bounds__(kThreads, 2) attention_e8_mma_kernel(const Ker
   if (n_rows <= 0 || n_rows > kRowsPerGroup) return;
   const DecodeSplit ds = decode_split(s, n_rows, G, P.a.sliding_window, P.n_split, split);
   if (split >= min(ds.n_live, P.n_split)) return;  // block-uniform, before the first barrier
-  uint32_t* tab = reinterpret_cast<uint32_t*>(smem);
-  for (int x = threadIdx.x; x < E8_N_PROTO; x += kThreads) tab[x] = g_e8_table[x];
-  __syncthreads();
+  // The rotated queries only when some block of this split is a slot (a short context is all
+  // raw pages).
+  const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
+  bool slot = false;
+  for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
+  const bool has_slots = __syncthreads_or(slot);
+  float* qs = reinterpret_cast<float*>(smem + Geo::kQsOff);
+  if (has_slots) rotate_rows<kD>(P, s, kvh, n_rows, qs, reinterpret_cast<float*>(smem + Geo::kWarpsOff));
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
-  float o[kD / 8][4], oc[kD / 8][2], m, l;
-  run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
-                  smem + E8_N_PROTO * 4 + warp * E8Geom<kD>::kWarpBytes, tab, o, m, l);
-  sum_parts<kD>(o, oc);
-  finish_decode<kD, true>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
+  float o[kD / 16][4], oz[4], m, l;
+  run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, smem + Geo::kWarpsOff + warp * Geo::kWarpBytes,
+                  tab, qs, has_slots, o, oz, m, l);
+  store_e8_state<kD>(warp_states(smem), kv.head_dim_v, m, l, o, oz);
+  merge_decode(P, s, kvh, split, n_rows, ds, dw, smem);
 }
 
-// Shared bytes of the E8 kernel for head size kD (the table and the warps' buffers, or the merges'
-// scratch if larger).
+// Shared bytes of the E8 kernel for head size kD (its buffers, or the merges' scratch if larger).
 inline size_t e8_smem_bytes(int kD, int32_t n_split) {
-  const uint32_t warp = kD == 128 ? E8Geom<128>::kWarpBytes : (kD == 64 ? E8Geom<64>::kWarpBytes : E8Geom<32>::kWarpBytes);
-  const size_t warps = (size_t)E8_N_PROTO * 4 + (size_t)kWarps * warp;
+  const size_t own = kD == 128 ? E8Geom<128>::kBytes : (kD == 64 ? E8Geom<64>::kBytes : E8Geom<32>::kBytes);
   const size_t merge_a = (size_t)kWarps * kRowsPerTile * (kD + 2) * sizeof(float);
   const size_t merge_b = ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);
-  return std::max(warps, std::max(merge_a, merge_b));
+  return std::max(own, std::max(merge_a, merge_b));
 }
 
 }  // namespace gaacrt::cuda::attn

@@ -58,7 +58,6 @@ struct KernelArgs {
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
   uint32_t warp_bytes;  // shared bytes of one warp's buffers
   DeviceErrors* err;
-  const float* q_rot;  // E8 (attention_e8_mma.cuh): [seq][kv-head][16 rows][dk], rotated queries
 };
 
 // Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
@@ -154,13 +153,19 @@ __device__ __forceinline__ void sum_score_parts(const float (&s)[2][2][4], float
     }
 }
 
+// 2^x for the softmax (MUFU.EX2, flushing subnormal results to 0: exp2f's subnormal path costs
+// three instructions per call; a weight below 2^-126 of the row's largest is nothing).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Online softmax step of one block of 16 keys (visible keys lo..pos; log2 domain: m and the
 // scores are in units of log2): masks and scales this lane's scores sc, turns them into the
-// weights p, updates m and l, rescales o and returns the factor it applied.
-template <int kD>
-__device__ __forceinline__ float softmax_block(float (&sc)[4], int32_t b, int32_t pos, int32_t lo,
-                                               float (&o)[kD / 8][4], float& m, float& l, const AttentionArgs& a,
-                                               float (&p)[4]) {
+// weights p, updates m and l and returns the factor the row's accumulators must be scaled by.
+__device__ __forceinline__ float softmax_weights(float (&sc)[4], int32_t b, int32_t pos, int32_t lo, float& m,
+                                                 float& l, const AttentionArgs& a, float (&p)[4]) {
   const int tig = threadIdx.x & 3;
   const int32_t kb = b * KV_BLOCK_TOKENS + 2 * tig;
   float bmax = -INFINITY;
@@ -176,17 +181,26 @@ __device__ __forceinline__ float softmax_block(float (&sc)[4], int32_t b, int32_
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
   const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
-  const float corr = exp2f(m - mref);  // 0 until the first visible key (m = -inf)
+  const float corr = exp2_ftz(m - mref);  // 0 until the first visible key (m = -inf); 2^0 = 1 exactly
   float rs = 0.f;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    p[j] = exp2f(sc[j] - mref);
+    p[j] = exp2_ftz(sc[j] - mref);
     rs += p[j];
   }
   rs += __shfl_xor_sync(kFull, rs, 1);
   rs += __shfl_xor_sync(kFull, rs, 2);
   l = l * corr + rs;
   m = mn;
+  return corr;
+}
+
+// softmax_weights, then o rescaled (this lane's accumulators are all of its own row).
+template <int kD>
+__device__ __forceinline__ float softmax_block(float (&sc)[4], int32_t b, int32_t pos, int32_t lo,
+                                               float (&o)[kD / 8][4], float& m, float& l, const AttentionArgs& a,
+                                               float (&p)[4]) {
+  const float corr = softmax_weights(sc, b, pos, lo, m, l, a, p);
   // Rescale only when some row's maximum moved (after the first blocks, rarely): x * 1 == x, so
   // skipping is exact.
   if (__any_sync(kFull, corr != 1.f)) {
@@ -425,29 +439,26 @@ __device__ __forceinline__ DecodeWarp decode_warp(int32_t n_rows, const DecodeSp
   return w;
 }
 
-// Decode-sized sequences, after each warp ran its M-tile over its key group (state m, l and the
-// summed parts oc): merges the warps in shared memory (key-group order), then either writes the
-// output (one live split) or this thread block's partial, and the last thread block of the
-// (sequence, kv-head) to arrive merges every live split's partial in split order. Shared by the
-// kernels of attention_mma.cuh and attention_e8_mma.cuh (the same merge order, so the same bits).
-// kPairsV: the value tile's columns hold channels (c, c + 8) side by side within each 16 (the E8
-// loader's order, attention_e8_mma.cuh); the merge puts them back in channel order.
-template <int kD, bool kPairsV = false>
-__device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
-                                              int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw, float m,
-                                              float l, const float (&oc)[kD / 8][2], uint8_t* smem) {
-  __shared__ int s_last;
-  const KVLayerView& kv = P.kv;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
-  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
-  const int n_mt = dw.n_mt, n_kg = dw.n_kg;
-  // Warps' states -> shared [warp][4 rows][dv + 2] (m, l, O), merged in key-group order.
+// Decode-sized sequences, after each warp ran its M-tile over its key group: the warps' states
+// (m, l, O of their 4 rows) meet in shared memory [warp][4 rows][dv + 2], are merged in key-group
+// order, then the thread block writes either the output (one live split) or its partial, and the
+// last thread block of the (sequence, kv-head) to arrive merges every live split's partial in
+// split order. Shared by the kernels of attention_mma.cuh and attention_e8_mma.cuh (the same
+// merge order, so the same bits). In three steps: warp_states (every warp done; the buffer), each
+// warp's store, merge_decode.
+__device__ __forceinline__ float* warp_states(uint8_t* smem) {
   cp_async_wait<0>();
   __syncthreads();
-  const int rs = dv + 2;
-  float* ws = reinterpret_cast<float*>(smem);
+  return reinterpret_cast<float*>(smem);
+}
+
+// This warp's state from the summed parts oc of run_rows (lanes < 16: row lane / 4).
+template <int kD>
+__device__ __forceinline__ void store_warp_state(float* ws, int32_t dv, float m, float l,
+                                                 const float (&oc)[kD / 8][2]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
   if (lane < 16) {
-    float* w = ws + (warp * kRowsPerTile + (lane >> 2)) * rs;
+    float* w = ws + (warp * kRowsPerTile + (lane >> 2)) * (dv + 2);
     if (tig == 0) {
       w[0] = m;
       w[1] = l;
@@ -455,11 +466,21 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 #pragma unroll
     for (int nt = 0; nt < kD / 8; ++nt) {
       const int col = 8 * nt + 2 * tig;  // columns col, col + 1
-      const int c0 = kPairsV ? (col & ~15) + ((col & 15) >> 1) : col, c1 = kPairsV ? c0 + 8 : col + 1;
-      if (c0 < dv) w[2 + c0] = oc[nt][0];
-      if (c1 < dv) w[2 + c1] = oc[nt][1];
+      if (col < dv) w[2 + col] = oc[nt][0];
+      if (col + 1 < dv) w[2 + col + 1] = oc[nt][1];
     }
   }
+}
+
+__device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
+                                             int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw,
+                                             uint8_t* smem) {
+  __shared__ int s_last;
+  const KVLayerView& kv = P.kv;
+  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
+  const int n_mt = dw.n_mt, n_kg = dw.n_kg;
+  const int rs = dv + 2;
+  const float* ws = reinterpret_cast<const float*>(smem);
   __syncthreads();
   const int64_t unit = (int64_t)blockIdx.z * kv.n_head_kv + kvh;
   for (int e = threadIdx.x; e < n_rows * rs; e += kThreads) {
@@ -520,6 +541,14 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
     P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc * inv[R];
   }
   if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
+}
+
+template <int kD>
+__device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
+                                              int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw, float m,
+                                              float l, const float (&oc)[kD / 8][2], uint8_t* smem) {
+  store_warp_state<kD>(warp_states(smem), P.kv.head_dim_v, m, l, oc);
+  merge_decode(P, s, kvh, split, n_rows, ds, dw, smem);
 }
 
 template <int kD, bool kGaac>
@@ -658,7 +687,7 @@ inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cud
 
 // Defined in attention_bf16.cu / attention_gaac.cu / attention_e8.cu (separate files: nvcc builds
 // them in parallel). The E8 kernel (kernels/attention_e8_mma.cuh) takes decode-sized sequences of
-// head size 32, 64 or 128 and needs P.q_rot.
+// head size 32, 64 or 128.
 void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 void launch_attention_e8(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);

@@ -1,6 +1,7 @@
-// attention_ptx.cuh — the sm_80+ PTX pieces of the tensor-core attention kernel
-// (attention_mma.cuh): cp.async copies, ldmatrix, mma.sync m16n8k16 (bf16 in, fp32 accumulate),
-// and the exact three-way split of an fp32 value into bf16 parts.
+// attention_ptx.cuh — the sm_80+ PTX pieces of the tensor-core attention kernels
+// (attention_mma.cuh, attention_e8_mma.cuh): cp.async copies, ldmatrix, mma.sync (m16n8k16 bf16
+// or fp16 in, fp32 accumulate; m16n8k32 int8 in, int32 accumulate), and the exact three-way
+// split of an fp32 value into bf16 parts.
 //
 // Why split: the tensor cores multiply bf16 by bf16. K and V are bf16 already (the cache stores
 // them so), but q and the softmax weights p are fp32. Rounding them to bf16 would cost 8 bits of
@@ -108,6 +109,25 @@ __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// As mma_bf16, with fp16 inputs.
+__device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// D = A(16x32, row) * B(32x8, col) + D, int8 inputs, int32 accumulators (exact). Fragments (g =
+// lane/4, t = lane%4), four bytes per register: a0 (row g, k 4t..4t+3), a1 (row g+8), a2 (row g,
+// k 16+4t..16+4t+3), a3 (row g+8, k 16+4t..); b0 (k 4t..4t+3; n g), b1 (k 16+4t..; n g); d as
+// mma_bf16's.
+__device__ __forceinline__ void mma_s8(int32_t d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 

@@ -4,6 +4,7 @@
 // bit-identical results), or for E8 decode steps kernels/attention_e8_mma.cuh; the other lossy
 // formats go to attention_lossy.cu. The CPU reference is backends/cpu/attention.cpp.
 #include <algorithm>
+#include <cstdlib>
 
 #include "codec/gaac/gaac_format.h"
 #include "cuda_backend.h"
@@ -79,16 +80,21 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   }
 
   // Split-K width: about two thread blocks per multiprocessor for the batch (every block then
-  // runs in one wave; for E8, four per multiprocessor measured slower: each thread block's
-  // query rotation is its own); a function of the batch shape, the cache's context and the GPU
-  // only, never of the format or the positions, so BF16 and GAAC sum in the same order and a
-  // captured graph stays valid.
+  // runs in one wave); a function of the batch shape, the cache's context and the GPU only,
+  // never of the positions, and the same for BF16 and GAAC, so those two sum in the same order;
+  // a captured graph stays valid. GAACRT_CUDA_E8_SPLITS_PER_SM sets it for E8 (each thread block
+  // rotates its own queries, so more splits cost more than for the other formats).
   const int32_t units = n_seqs * kv.n_head_kv;
+  static const int e8_per_sm = [] {
+    const char* e = std::getenv("GAACRT_CUDA_E8_SPLITS_PER_SM");
+    return e ? std::max(1, std::min(8, std::atoi(e))) : 2;
+  }();
+  const int per_sm = e8 ? e8_per_sm : 2;
   // No more splits than the cache's longest sequence has chunks of attn::kChunkBlocks blocks (the
   // rest would find no keys): bounded by the session's context, never by the current length.
   const int32_t max_chunks = std::max(1, (kv.max_blocks + attn::kChunkBlocks - 1) / attn::kChunkBlocks);
   const int32_t n_split =
-      std::max(1, std::min({kMaxSplit, max_chunks, (2 * info_.multiprocessors + units - 1) / units}));
+      std::max(1, std::min({kMaxSplit, max_chunks, (per_sm * info_.multiprocessors + units - 1) / units}));
   uint32_t warp_bytes = 0;
   const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split)
                          : attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes);

@@ -28,9 +28,10 @@
 // the tensor cores' fp32 sums lost the CPU's 1e-4 on it). The weights w = p D of a group are the
 // B operand: columns 0-3 the four rows' w rounded to fp16, columns 4-7 what the rounding left
 // (together 22 bits). The bracket is one more mma per block, whose A rows are z and D of each
-// group (exact fp16) against the same split of p. The remainders are stored times 2^11 (kLoScale): unscaled, most of them
-// would be fp16 subnormals and lose their bits. Every value accumulator therefore has channels as rows and (row, part) as
-// columns; parts and brackets are summed once, after the last block.
+// group (exact fp16) against the same split of p. The remainders are stored times 2^11
+// (kLoScale): unscaled, most of them would be fp16 subnormals and lose their bits. Every value
+// accumulator therefore has channels as rows and (row, part) as columns; parts and brackets are
+// summed once, after the last block.
 //
 // Raw BF16 pages of the window (the newest blocks) are copied to a per-warp tile and run on bf16
 // mma into the same accumulators: q unrotated and p in three bf16 parts (attention_ptx.cuh).
@@ -295,8 +296,10 @@ __device__ __forceinline__ void e8_block_values(const uint8_t* sv, const float (
     for (int h = 0; h < 2; ++h) {
       const uint32_t x0 = __byte_perm(h ? cw[0].y : cw[0].x, h ? cw[1].y : cw[1].x, L.vsel);
       const uint32_t x1 = __byte_perm(h ? cw[2].y : cw[2].x, h ? cw[3].y : cw[3].x, L.vsel);
-      const uint32_t af[4] = {centered(and_or(x0 << L.sh0, L.mask, L.one)), centered(and_or(x0 >> L.sh1, L.mask, L.one)),
-                              centered(and_or(x1 << L.sh0, L.mask, L.one)), centered(and_or(x1 >> L.sh1, L.mask, L.one))};
+      const uint32_t af[4] = {centered(and_or(x0 << L.sh0, L.mask, L.one)),
+                              centered(and_or(x0 >> L.sh1, L.mask, L.one)),
+                              centered(and_or(x1 << L.sh0, L.mask, L.one)),
+                              centered(and_or(x1 >> L.sh1, L.mask, L.one))};
       mma_f16(o[2 * a + h], af, b0, b1);
     }
   }
@@ -439,7 +442,8 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
     // Accumulator columns 2t, 2t + 1 belong to rows (2t) % 4, (2t + 1) % 4, whose factors the
     // lanes 4 r hold. Skipping x * 1 is exact; maxima rarely move after the first blocks.
     if (__any_sync(kFull, corr != 1.f)) {
-      const float c0 = __shfl_sync(kFull, corr, 4 * ((2 * tig) & 3)), c1 = __shfl_sync(kFull, corr, 4 * ((2 * tig + 1) & 3));
+      const float c0 = __shfl_sync(kFull, corr, 4 * ((2 * tig) & 3));
+      const float c1 = __shfl_sync(kFull, corr, 4 * ((2 * tig + 1) & 3));
 #pragma unroll
       for (int i = 0; i < kD / 16; ++i) {
         o[i][0] *= c0;
@@ -547,8 +551,8 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
   float o[kD / 16][4], oz[4], m, l;
-  run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, smem + Geo::kWarpsOff + warp * Geo::kWarpBytes,
-                  tab, qs, has_slots, o, oz, m, l);
+  run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
+                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, qs, has_slots, o, oz, m, l);
   store_e8_state<kD>(warp_states(smem), kv.head_dim_v, m, l, o, oz);
   merge_decode(P, s, kvh, split, n_rows, ds, dw, smem);
 }

@@ -16,7 +16,7 @@ SOURCES = ["tests/cpp/test_main.cpp", "tests/cpp/test_e8_codebook.cpp", "tests/c
            "src/common/error.cpp"]
 FLAGS = ["-std=c++17", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra", "-Wno-unused-parameter",
          f"-I{ROOT / 'src'}", f"-I{ROOT / 'tests/cpp'}"]
-CASES = 10
+CASES = 11
 
 
 def _build(cxx, extra, out):

@@ -47,6 +47,29 @@ TEST_CASE(e8_half2_decode_equals_reference_for_every_code) {
   }
 }
 
+// The CUDA attention kernel's int8 keys (attention_e8_mma.cuh): every code, in every place of a
+// quad beside random neighbours, gives bytes b with 2 b - 15 = 4 g in the dims e8_byte_dim names.
+TEST_CASE(e8_quad_block_bytes_equal_the_reference_for_every_code) {
+  uint64_t s = 11;
+  for (uint32_t code = 0; code < 65536; ++code) {
+    const E8Int8x8 ref = e8_decode_x4_word(e8_packed_table[code >> 8], code);
+    for (int32_t i = 0; i < 4; ++i) {
+      uint32_t c[4];
+      for (auto& x : c) x = (uint32_t)(lcg(s) & 0xFFFFu);
+      c[i] = code;
+      const E8Quad q = e8_quad_pack(c[0], c[1], c[2], c[3]);
+      const uint32_t par = e8_quad_parities(q.signs);
+      CHECK(((par >> i) & 1u) == e8_code_parity(code), strfmt("code %04x place %d: parity", code, i));
+      const E8BytePair b = e8_quad_block_bytes(e8_packed_table[e8_quad_proto(q.proto, i)], q.signs ^ par, par, i);
+      for (int32_t k = 0; k < 8; ++k) {
+        const int32_t byte = (int32_t)(((k < 4 ? b.lo : b.hi) >> (8 * (k & 3))) & 0xFFu);
+        CHECK(byte >= 2 && byte <= 13 && 2 * byte - 15 == ref.v[e8_byte_dim(k)],
+              strfmt("code %04x place %d byte %d: %d vs 4g = %d", code, i, k, byte, ref.v[e8_byte_dim(k)]));
+      }
+    }
+  }
+}
+
 TEST_CASE(e8_quads_round_trip_codes_and_match_the_block_dot) {
   uint64_t s = 7;
   for (int it = 0; it < 20000; ++it) {

@@ -8,10 +8,10 @@
 // (shared/spec/e8.md §3: n_i the sign-flipped nibble of the packed table word, pi the code's
 // shift bit), so
 //   q·g = (2 Σ q_i b_i - 15 Σ q_i) / 4,   b_i = n_i - pi in [2, 13].
-// The bytes b come out of the table word with a few integer operations: XOR the spread flips
-// times 14 (14 = 1110b turns an odd nibble n into 16 - n), subtract pi from every nibble, and
-// split even and odd nibbles into bytes (& 0x0F0F0F0F, >> 4): dims (0, 4, 1, 5) and (2, 6, 3, 7)
-// of the block. So one code is one lane's B fragment of one k-step (32 k of token g), and the
+// The bytes b come out of the table word with a few integer operations (codec/e8/e8_codebook.h,
+// e8_quad_block_bytes, tested on the host for every code): XOR the spread flips times 14 (14 =
+// 1110b turns an odd nibble n into 16 - n), subtract pi from every nibble, and split even and odd
+// nibbles into bytes (& 0x0F0F0F0F, >> 4): dims (0, 4, 1, 5) and (2, 6, 3, 7) of the block. So one code is one lane's B fragment of one k-step (32 k of token g), and the
 // query's A fragments hold its dims in the same permuted order (a dot product does not care).
 // The rotated query q~ (fp32) enters as three int8 parts with steps s, s/128, s/128^2 (s =
 // max|q~|/127: 22 significant bits), one per row group of the A operand (rows 0-3, 4-7, 8-11;
@@ -144,7 +144,6 @@ template <int kD>
 __device__ __forceinline__ void e8_query(const float* qv, bool valid, const float* mu, float inv_alpha,
                                          E8Query<kD>& Q) {
   constexpr int kKs = kD / 32;
-  constexpr int kDim[8] = {0, 4, 1, 5, 2, 6, 3, 7};  // byte b of the b0 | b1 pair: dim of the block
   const int lane = threadIdx.x & 31, tig = lane & 3;
   const bool upper = lane >= 16;
   // This lane's codes j = tig * kKs + s (one per k-step s): dims 8j .. 8j + 7. The four lanes of a
@@ -163,7 +162,7 @@ __device__ __forceinline__ void e8_query(const float* qv, bool valid, const floa
     uint32_t w1[2] = {0u, 0u}, w2[2] = {0u, 0u}, w3[2] = {0u, 0u};
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
-      const int d = 8 * (tig * kKs + s) + kDim[b];
+      const int d = 8 * (tig * kKs + s) + e8_byte_dim(b);  // the dim of the key's byte b
       const float v = valid ? qv[d] : 0.f;
       if (mu != nullptr) cadd = __fmaf_rn(v, mu[d], cadd);
       // |t2|, |t3| <= 64: each residual is at most half a step of the part before.
@@ -211,18 +210,12 @@ __device__ __forceinline__ void e8_block_scores(const uint8_t* sk, const uint32_
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[h][c] = 0;
     const uint2 w = *reinterpret_cast<const uint2*>(sk + e8_k_quad_offset(kD, 8 * h + g, qd));
-    // Bit i of par: parity of block i's sign bits (bits i, i + 4, ..., i + 28 of the sign word);
-    // the effective flips e = s ^ pi toggle bit 0 of each such block, i.e. bit i.
-    uint32_t par = w.y ^ (w.y >> 16);
-    par ^= par >> 8;
-    par ^= par >> 4;
-    const uint32_t fl = w.y ^ (par & 15u);
+    const uint32_t par = e8_quad_parities(w.y), eff = w.y ^ par;
 #pragma unroll
     for (int s = 0; s < kKs; ++s) {
       const int bi = kKs == 4 ? s : bq + s;
-      const uint32_t word = tab[__byte_perm(w.x, 0u, 0x4440u + (uint32_t)bi)];
-      const uint32_t n = (word ^ (((fl >> bi) & 0x11111111u) * 14u)) - ((par >> bi) & 1u) * 0x11111111u;
-      mma_s8(acc[h], Q.a[s], n & 0x0F0F0F0Fu, (n >> 4) & 0x0F0F0F0Fu);
+      const E8BytePair b = e8_quad_block_bytes(tab[__byte_perm(w.x, 0u, 0x4440u + (uint32_t)bi)], eff, par, bi);
+      mma_s8(acc[h], Q.a[s], b.lo, b.hi);
     }
   }
   const float2 n0 = *reinterpret_cast<const float2*>(sk + e8_k_norm_offset(kD, 2 * tig));

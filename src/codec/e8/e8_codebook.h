@@ -201,4 +201,31 @@ GAACRT_HD uint32_t e8_quad_spread_flips(uint32_t signs, int32_t i, GAACRT_THREAD
   return sp ^ *parity;
 }
 
+// ---- the int8 form of a quad (the CUDA attention kernel's keys, attention_e8_mma.cuh) ----------
+// With n the nibbles of the flipped table word (n_i = 8 + 2 eps_i a'_i, odd, in [3, 13]) and pi
+// the block's shift bit, 4 g_i = 2 n_i - 16 + (pi ? -1 : 1) = 2 (n_i - pi) - 15: the bytes
+// b = n - pi (in [2, 13]) are g in an integer form an int8 dot product takes directly.
+// The four shift bits of a quad at once: bit i is the parity of block i's sign bits (bits i,
+// i + 4, ..., i + 28 of the interleaved word).
+GAACRT_HD uint32_t e8_quad_parities(uint32_t signs) {
+  uint32_t p = signs ^ (signs >> 16);
+  p ^= p >> 8;
+  p ^= p >> 4;
+  return p & 15u;
+}
+// Block i as bytes b, eight of them: lo holds dims (0, 4, 1, 5), hi dims (2, 6, 3, 7) (the even and
+// odd nibbles; §2's bit-to-dimension map). eff = signs ^ parities: the effective flips e = s ^ pi
+// of every block (fixing the parity toggles each block's bit 0, bit i of the word). Subtracting pi
+// from every nibble borrows nowhere (n >= 3).
+struct E8BytePair { uint32_t lo, hi; };
+GAACRT_HD E8BytePair e8_quad_block_bytes(uint32_t table_word, uint32_t eff, uint32_t parities, int32_t i) {
+  const uint32_t n = (table_word ^ (((eff >> i) & 0x11111111u) * 14u)) - ((parities >> i) & 1u) * 0x11111111u;
+  E8BytePair r;
+  r.lo = n & 0x0F0F0F0Fu;
+  r.hi = (n >> 4) & 0x0F0F0F0Fu;
+  return r;
+}
+// Dim of byte k (0..7: lo's bytes, then hi's) of e8_quad_block_bytes.
+GAACRT_HD int32_t e8_byte_dim(int32_t k) { return (k & 3) / 2 + 4 * ((k & 3) % 2) + 2 * (k >> 2); }
+
 }  // namespace gaacrt

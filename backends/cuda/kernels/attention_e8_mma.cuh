@@ -220,7 +220,7 @@ __device__ __forceinline__ void e8_block_scores(const uint8_t* sk, const uint32_
     for (int s = 0; s < kKs; ++s) {
       const int bi = kKs == 4 ? s : bq + s;
       const E8BytePair b = e8_quad_block_bytes(tab[__byte_perm(w.x, 0u, 0x4440u + (uint32_t)bi)], eff, par, bi);
-      mma_s8(acc[h], Q.a[s], b.lo, b.hi);
+      mma_s8_k32(acc[h], Q.a[s], b.lo, b.hi);
     }
   }
   const float2 n0 = *reinterpret_cast<const float2*>(sk + e8_k_norm_offset(kD, 2 * tig));

@@ -120,15 +120,30 @@ __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// D = A(16x32, row) * B(32x8, col) + D, int8 inputs, int32 accumulators (exact). Fragments (g =
-// lane/4, t = lane%4), four bytes per register: a0 (row g, k 4t..4t+3), a1 (row g+8), a2 (row g,
-// k 16+4t..16+4t+3), a3 (row g+8, k 16+4t..); b0 (k 4t..4t+3; n g), b1 (k 16+4t..; n g); d as
-// mma_bf16's.
-__device__ __forceinline__ void mma_s8(int32_t d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
+// D = A(16 x 32, row) · B(32 x 8, col) + D, s8 -> s32 (exact). The registers are laid out as
+// mma_bf16's with 4 int8 in place of 2 bf16: a0 (row g, k 4c..4c+3), a1 (row g + 8),
+// a2 (row g, k 16 + 4c..), a3 (row g + 8, k 16 + 4c..); b0 (k 4c.., n g), b1 (k 16 + 4c.., n g).
+__device__ __forceinline__ void mma_s8_k32(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// The k = 16 form: a0 (row g, k 4c..), a1 (row g + 8); b0 (k 4c.., n g).
+__device__ __forceinline__ void mma_s8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+// The same two with B unsigned (Q16's low bytes).
+__device__ __forceinline__ void mma_s8u8_k32(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_s8u8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
 }
 
 // Two floats rounded to nearest bf16 in one word (x0 in the low half), and back.

@@ -28,8 +28,8 @@
 // near the size of the result (with 4 + q they ran ~200x larger on near-uniform attention, and
 // the tensor cores' fp32 sums lost the CPU's 1e-4 on it). The weights w = p D of a group are the
 // B operand: columns 0-3 the four rows' w rounded to fp16, columns 4-7 what the rounding left
-// (together 22 bits). The bracket is one more mma per block, whose A rows are z and D of each
-// group (exact fp16) against the same split of p. The remainders are stored times 2^11
+// (together 22 bits). The bracket is one more mma per block, whose A rows are each group's
+// midpoints z + 3/2 D in two fp16 parts against the same split of p. The remainders are stored times 2^11
 // (kLoScale): unscaled, most of them would be fp16 subnormals and lose their bits. Every value
 // accumulator therefore has channels as rows and (row, part) as columns; parts and brackets are
 // summed once, after the last block.
@@ -258,7 +258,6 @@ struct E8ValueLane {
   float up, sc;        // kLoScale, kLoScale on lanes >= 16 (remainder columns); 0, 1 on the others
   uint32_t vsel;       // byte_perm: the bytes of channels g and g + 8 of two code words
   uint32_t sh0, sh1;   // shifts of channel g, g + 8 to the mantissa bits 8-9
-  uint32_t zsel;       // byte_perm: the D (odd g) or z (even g) halves of two parameter words
   uint32_t mask, one;  // 0x03000300, 0x44004400 (fp16 4.0), kept in registers for and_or
 };
 
@@ -269,13 +268,27 @@ __device__ __forceinline__ void e8_block_values(const uint8_t* sv, const float (
   constexpr int kG = kD / ASYM2_VGROUP, kRowBytes = kD / 4;
   const int lane = threadIdx.x & 31, g = lane >> 2, t0 = 2 * (lane & 3);
   const uint32_t* pw = reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, 0, 0));  // [16][kG] (D, z)
-  // The bracket: rows 2a (z) and 2a + 1 (D) of group a against p.
+  // The bracket: group a's midpoints z + 3/2 D (exact in fp32) against p, row a their fp16
+  // rounding, row a + 8 what it left times kLoScale (so it stays the size of the result; separate
+  // z and D rows cancelled for groups centred near zero).
   {
     uint32_t az[4] = {0u, 0u, 0u, 0u};
-    if ((g >> 1) < kG) {
-      const int a = g >> 1;
-      az[0] = __byte_perm(pw[t0 * kG + a], pw[(t0 + 1) * kG + a], L.zsel);
-      az[2] = __byte_perm(pw[(t0 + 8) * kG + a], pw[(t0 + 9) * kG + a], L.zsel);
+    if (g < kG) {
+      float mid[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t dz = pw[(t0 + (j & 1) + 8 * (j >> 1)) * kG + g];
+        mid[j] = __fmaf_rn(1.5f, __half2float(__ushort_as_half((unsigned short)(dz & 0xFFFFu))),
+                           __half2float(__ushort_as_half((unsigned short)(dz >> 16))));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2 hi = __floats2half2_rn(mid[2 * h], mid[2 * h + 1]);
+        const float2 f = __half22float2(hi);
+        const __half2 lo = __floats2half2_rn((mid[2 * h] - f.x) * kLoScale, (mid[2 * h + 1] - f.y) * kLoScale);
+        az[2 * h] = *reinterpret_cast<const uint32_t*>(&hi);
+        az[2 * h + 1] = *reinterpret_cast<const uint32_t*>(&lo);
+      }
     }
     mma_f16(oz, az, f16_parts(p[0], p[1], L.up, L.sc), f16_parts(p[2], p[3], L.up, L.sc));
   }
@@ -359,7 +372,6 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   VL.vsel = 0x6420u + (uint32_t)(g >> 2) * 0x1111u;
   VL.sh0 = 8u - 2u * (uint32_t)(g & 3);
   VL.sh1 = 2u * (uint32_t)(g & 3);
-  VL.zsel = (g & 1) ? 0x5410u : 0x7632u;
   VL.mask = 0x03000300u;
   VL.one = 0x44004400u;
   asm volatile("" : "+r"(VL.mask), "+r"(VL.one));  // opaque: kept as registers, not folded back
@@ -488,13 +500,14 @@ __device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, f
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     oz[c] += __shfl_xor_sync(kFull, oz[c], 2) * (1.f / kLoScale);
-    zt[c] = __fmaf_rn(1.5f, __shfl_xor_sync(kFull, oz[c], 4), oz[c]);  // lanes g = 2a: Σ p z + 3/2 Σ p D, group a
+    oz[2 + c] += __shfl_xor_sync(kFull, oz[2 + c], 2) * (1.f / kLoScale);
+    zt[c] = oz[c] + oz[2 + c] * (1.f / kLoScale);  // lanes g = a: Σ p (z + 3/2 D) of group a
   }
 #pragma unroll
   for (int i = 0; i < kD / 16; ++i)
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const float z = __shfl_sync(kFull, zt[c], 4 * (2 * (i / 2)) + tig);  // m-tile i is in group i / 2
+      const float z = __shfl_sync(kFull, zt[c], 4 * (i / 2) + tig);  // m-tile i is in group i / 2
       o[i][c] += z;
       o[i][2 + c] += z;
     }

@@ -283,6 +283,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", nargs="?")
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--act-bits", type=int, default=16, help="activation precision of the integer matmuls (16 or 8)")
     ap.add_argument("--caches", default="bf16,gaac,e8")
     ap.add_argument("--depths", default="0,32768,65536")
     ap.add_argument("--n-gen", type=int, default=128)
@@ -309,9 +310,9 @@ def main() -> None:
     if args.kv_budget_gib > 0 and args.budget_depth not in depths:
         depths.append(args.budget_depth)  # the equal-memory sizing reads this depth's bytes per token
     t0 = time.perf_counter()
-    m = gaacrt.Model(args.model, backend=args.backend)
+    m = gaacrt.Model(args.model, backend=args.backend, act_bits=args.act_bits)
     dev = gaacrt.cuda_devices()[0]["name"] if args.backend == "cuda" else args.backend
-    print(f"# gaacrt end to end: {m.description}\ndevice: {dev}; weights {m._m.weight_bytes / 1e9:.2f} GB, "
+    print(f"# gaacrt end to end: {m.description}\ndevice: {dev}; {args.act_bits}-bit activations; weights {m._m.weight_bytes / 1e9:.2f} GB, "
           f"loaded in {time.perf_counter() - t0:.1f} s; depths reached by a {args.prefill}-token prompt then block "
           "repetition (Context._extend_for_bench), see the docstring", flush=True)
     rng = np.random.default_rng(0)

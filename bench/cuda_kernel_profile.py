@@ -40,6 +40,7 @@ def main() -> None:
     ap.add_argument("model")
     ap.add_argument("--depth", type=int, default=0)
     ap.add_argument("--cache", default="bf16")
+    ap.add_argument("--act-bits", type=int, default=16, help="activation precision of the integer matmuls (16 or 8)")
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--graph", type=int, default=1, help="1: replay the step as a CUDA graph (the default path)")
     ap.add_argument("--layer-kernels", type=int, default=14, help="kernels of one layer to list in order")
@@ -54,7 +55,7 @@ def main() -> None:
     import gaacrt
     from gaacrt import _core
 
-    m = gaacrt.Model(args.model, backend="cuda")
+    m = gaacrt.Model(args.model, backend="cuda", act_bits=args.act_bits)
     rng = np.random.default_rng(0)
     n_vocab = m.n_vocab
     if args.prefill:

@@ -48,8 +48,9 @@ def test_cuda_matmul_matches_float64_within_1e_3(cuda, cpu, t, n_tok):
     ref = x.astype(np.float64) @ w.T
     y = cuda.matmul(raw, int(t), x)
     # Float weights keep fp32 activations (near-exact); quantized weights at decode sizes take the
-    # int8-activation dp4a path (matvec_q8.cu): one int8 rounding of x per 32 values, ~0.5% error.
-    tol = 1e-3 if t in (T.F32, T.F16, T.BF16) else 1.5e-2
+    # dp4a path (matvec_q8.cu) on 16-bit x, as the CPU backend: one rounding of x to 16 bits per
+    # 32 values (its 8-bit mode: test_cuda_8bit_activations_follow_the_backend_setting).
+    tol = 1e-3
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < tol
 
 
@@ -139,7 +140,8 @@ def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, 
     ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
     y = cuda.matmul(raw, int(t), x)
     if act == "q8":
-        same = np.concatenate([cuda.matmul(raw, int(t), x[i:i + 8]) for i in range(0, n_tok, 8)])
+        cuda8 = _core.open_backend("cuda", act_bits=8)  # the decode matvec on 8-bit x
+        same = np.concatenate([cuda8.matmul(raw, int(t), x[i:i + 8]) for i in range(0, n_tok, 8)])
     else:
         same = cpu.matmul(raw, int(t), x)
     assert np.linalg.norm(y - same) / np.linalg.norm(same) < 1e-5
@@ -153,4 +155,24 @@ def test_cuda_int8_matvec_agrees_with_the_fp32_path(cuda, cpu, t):
     raw = random_rows(t, 300, 1024, rng)
     x = rng.standard_normal((9, 1024)).astype(np.float32)
     a, b = cuda.matmul(raw, int(t), x[:8]), cuda.matmul(raw, int(t), x)[:8]
-    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1.5e-2
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-3
+
+
+@pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("n_tok", [1, 8])
+def test_cuda_8bit_activations_follow_the_backend_setting(cpu, t, n_tok):
+    # act_bits picks the activation precision of the decode matvec as on the CPU backend: 16 bits
+    # sums the CPU's own integers (float rounding apart), 8 bits rounds x to int8 per 32 values
+    # (llama.cpp's precision, ~0.5% error), and the same x on both gives different results.
+    rng = np.random.default_rng(11 * int(t) + n_tok)
+    raw = random_rows(t, 257, 2048, rng)
+    x = rng.standard_normal((n_tok, 2048)).astype(np.float32)
+    x[:, :32] *= 1e-3  # a small block beside large ones: its own scale
+    ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
+    y16 = _core.open_backend("cuda", act_bits=16).matmul(raw, int(t), x)
+    y8 = _core.open_backend("cuda", act_bits=8).matmul(raw, int(t), x)
+    err = lambda y: np.linalg.norm(y - ref) / np.linalg.norm(ref)  # noqa: E731
+    assert np.linalg.norm(y16 - cpu.matmul(raw, int(t), x)) / np.linalg.norm(ref) < 1e-5
+    assert err(y16) < 1e-4 and 1e-3 < err(y8) < 1.5e-2
+    with pytest.raises(gaacrt.GaacrtError, match="act_bits"):
+        _core.open_backend("cuda", act_bits=4)

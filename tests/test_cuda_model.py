@@ -24,9 +24,11 @@ def model_path(request, tmp_path_factory):
     return write_shape_model(tmp_path_factory, request.param, SHAPES[request.param])
 
 
-def test_cuda_model_logits_match_cpu(model_path):
-    cpu = gaacrt.Model(str(model_path), backend="cpu", n_threads=4)
-    gpu = gaacrt.Model(str(model_path), backend="cuda")
+@pytest.mark.parametrize("act_bits", [16, 8])
+def test_cuda_model_logits_match_cpu(model_path, act_bits):
+    # act_bits: both backends' activation precision (16, the default, or llama.cpp's 8).
+    cpu = gaacrt.Model(str(model_path), backend="cpu", n_threads=4, act_bits=act_bits)
+    gpu = gaacrt.Model(str(model_path), backend="cuda", act_bits=act_bits)
     rng = np.random.default_rng(3)
     toks = [int(t) for t in rng.integers(3, cpu.n_vocab, 140)]
     a, _ = logits_run(cpu, toks, 120, 20)
@@ -42,7 +44,7 @@ def test_cuda_model_logits_with_each_prefill_matmul_match_cpu(model_path, path, 
     # reference, the bf16 tensor cores (matmul_mma.cu), the int8 tensor cores on 8-bit and on 16-bit
     # activations (matmul_q8mma.cu; q16 is the default).
     monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", path)
-    test_cuda_model_logits_match_cpu(model_path)
+    test_cuda_model_logits_match_cpu(model_path, 16)
 
 
 def test_cuda_q4_0_model_in_the_group8_layout_matches_cpu(tmp_path, monkeypatch):

@@ -19,7 +19,9 @@ bool pdl_enabled(int device) {
   return cached[device] > 0;
 }
 
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device, int act_bits) : device_(device), q16_(act_bits == 16) {
+  if (act_bits != 8 && act_bits != 16)
+    throw Error("backend", "invalid_argument", strfmt("cuda: act_bits = %d; must be 8 or 16", act_bits));
   int n = 0;
   GAACRT_CUDA_CHECK(cudaGetDeviceCount(&n));
   if (device < 0 || device >= n)

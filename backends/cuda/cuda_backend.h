@@ -18,7 +18,9 @@ struct DeviceErrors {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device);
+  // act_bits: the int8 paths' activation precision, 16 (the default) or 8, as on the CPU backend
+  // (BackendParams::act_bits; matvec_q8.cu).
+  explicit CudaBackend(int device, int act_bits = 16);
   ~CudaBackend() override;
   const DeviceInfo& device() const override { return info_; }
 
@@ -78,6 +80,7 @@ class CudaBackend final : public Backend {
   void no_capture(const char* what) const;
 
   int device_;
+  bool q16_;  // 16-bit activations (act_bits 16), else 8-bit
   cudaStream_t stream_ = nullptr;
   DeviceInfo info_;
   DeviceErrors* errors_ = nullptr;      // host-mapped (cudaHostAllocMapped)

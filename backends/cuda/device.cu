@@ -41,8 +41,10 @@ std::string cuda_reason() {
   return "";
 }
 
-// n_threads and act_bits are CPU settings (CUDA matmuls keep fp32 activations).
-std::unique_ptr<Backend> create_cuda(const BackendParams& p) { return std::make_unique<CudaBackend>(p.device); }
+// n_threads is a CPU setting; act_bits picks the int8 paths' activation precision (16 or 8).
+std::unique_ptr<Backend> create_cuda(const BackendParams& p) {
+  return std::make_unique<CudaBackend>(p.device, p.act_bits);
+}
 
 const BackendRegistrar kRegisterCuda{{"cuda", &list_cuda, &cuda_reason, &create_cuda}};
 

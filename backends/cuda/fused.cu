@@ -22,7 +22,7 @@ void CudaBackend::norm_matmuls(const float* x, const float* norm_w, float eps, i
     Backend::norm_matmuls(x, norm_w, eps, n_tok, dim, n_w, w, bias, y, xn);
     return;
   }
-  const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim);
+  const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim, q16_);
   norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
   matvec_q8_multi(w, n_w, y, bias, a, stream_);
 }
@@ -33,7 +33,7 @@ void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, i
   const WeightView w[2] = {gate, up};
   if (q8_decode(n_tok, dim, w, 2) && gate.type == up.type && gate.n_rows == up.n_rows &&
       norm_quant_q8_aligned(x, norm_w, xn)) {
-    const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim);
+    const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim, q16_);
     norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
     if (matvec_q8_gate_up(gate, up, act, h, a, stream_)) return;
     float* y[2] = {h, up_scratch};
@@ -46,8 +46,8 @@ void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, i
 
 void CudaBackend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {
   if (n_tok > 0 && w.n_rows > 0 && n_tok <= kMatvecQ8MaxTokens && w.n_cols % 32 == 0 && matvec_q8_supported(w.type)) {
-    if (!matvec_q8_self(w, x, n_tok, y, nullptr, stream_, true))
-      matvec_q8(w, x, n_tok, y, nullptr, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_, true);
+    if (!matvec_q8_self(w, x, n_tok, y, nullptr, stream_, q16_, true))
+      matvec_q8(w, x, n_tok, y, nullptr, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_, q16_, true);
     return;
   }
   Backend::matmul_add(w, x, n_tok, y, tmp);

@@ -80,11 +80,11 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
   if (n_tok > 65535) throw Error("backend", "invalid_argument", "cuda matmul: more than 65535 tokens in one call");
   if (n_tok <= kMatvecQ8MaxTokens && w.n_cols % 32 == 0 && matvec_q8_supported(w.type)) {
     // One launch (each block quantizes x) where that is cheaper than quantizing x in its own.
-    if (matvec_q8_self(w, x, n_tok, y, bias, stream_)) return;
-    matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_);
+    if (matvec_q8_self(w, x, n_tok, y, bias, stream_, q16_)) return;
+    matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_, q16_);
     return;
   }
-  const PrefillMatmul path = prefill_matmul();  // tensor cores: int8 (matmul_q8mma.cu) or bf16 (matmul_mma.cu)
+  const PrefillMatmul path = prefill_matmul(q16_);  // tensor cores: int8 (matmul_q8mma.cu) or bf16 (matmul_mma.cu)
   const bool q16 = path == PrefillMatmul::Q16;
   if ((path == PrefillMatmul::Q8 || q16) && w.n_cols % 32 == 0 && matvec_q8_supported(w.type) &&
       matmul_q8mma(w, x, n_tok, y, bias, q16, scratch(matmul_q8mma_scratch_bytes(n_tok, w.n_cols, q16)), stream_)) {

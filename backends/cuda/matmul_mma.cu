@@ -117,9 +117,10 @@ void launch_mma(const WeightView& w, const float* x, int64_t n_tok, float* y, co
 
 }  // namespace
 
-PrefillMatmul prefill_matmul() {
+PrefillMatmul prefill_matmul(bool q16) {
   const char* e = std::getenv("GAACRT_CUDA_MMA_MATMUL");
-  if (!e || !*e || !std::strcmp(e, "q16")) return PrefillMatmul::Q16;
+  if (!e || !*e) return q16 ? PrefillMatmul::Q16 : PrefillMatmul::Q8;
+  if (!std::strcmp(e, "q16")) return PrefillMatmul::Q16;
   if (!std::strcmp(e, "0")) return PrefillMatmul::Reference;
   if (!std::strcmp(e, "q8")) return PrefillMatmul::Q8;
   if (!std::strcmp(e, "bf16")) return PrefillMatmul::Bf16;

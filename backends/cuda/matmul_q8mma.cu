@@ -37,6 +37,7 @@
 #include "cuda_common.h"
 #include "kernels/attention_ptx.cuh"
 #include "kernels/matvec_pieces.cuh"
+#include "kernels/quantize_act.cuh"
 #include "matvec_q8.cuh"
 
 namespace gaacrt::cuda {
@@ -108,15 +109,13 @@ __global__ void quantize_q16_kernel(const float* __restrict__ x, int64_t n_block
   const float4 v = in ? reinterpret_cast<const float4*>(x)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
   for (int o = kQ16Lanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax >= 1e-30f ? amax / 32767.0f : 0.0f;  // quantize_act.h kQ16MinAmax
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  float d;
   const float vs[4] = {v.x, v.y, v.z, v.w};
   uint32_t h = 0, l = 0;
   int sum = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    int q = __float2int_rn(vs[i] * id);
-    q = q < -32767 ? -32767 : (q > 32767 ? 32767 : q);
+    const int q = quantize_value<true>(vs[i], amax, d);
     sum += q;
     h |= (uint32_t)((q >> 8) & 255) << (8 * i);
     l |= (uint32_t)(q & 255) << (8 * i);
@@ -320,7 +319,7 @@ bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     GAACRT_CUDA_CHECK(cudaGetLastError());
     a = XAct{hi, lo, d, d + n_blocks, n_tok};
   } else {
-    const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream);
+    const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream, false);
     a = XAct{q.q, nullptr, q.d, q.s, n_tok};
   }
   return dispatch_weight(w, [&](auto bt) {

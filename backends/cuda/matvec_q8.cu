@@ -1,5 +1,13 @@
-// matvec_q8.cu — decode-sized matmul: activations quantized to int8 per 32 values (scale d_x and
-// d_x·Σq kept in fp32), weights unpacked to int8x4 words and dotted with __dp4a.
+// matvec_q8.cu — decode-sized matmul: activations quantized per 32 values (scale d_x and d_x·Σq
+// kept in fp32), weights unpacked to int8x4 words and dotted with dp4a.
+//
+// Two activation precisions, the CPU backend's two (BackendParams::act_bits): 16 bits, the
+// default (q = round(x / d), d = amax / 32767: backends/cpu/quantize_act.cpp quantize_row_q16, the
+// same bits), stored as a signed high byte h and an unsigned low byte l (q = 256 h + l) and dotted
+// as 256 · dp4a(w, h) + dp4a(w, l), exact in int32; or 8 bits (d = amax / 127), llama.cpp's
+// precision, one dp4a. On real weights the 8-bit rounding moves the logits far more than the
+// test bound of GPU vs CPU (SmolLM2-135M: relative L2 up to 0.13 between the CPU's own 8- and
+// 16-bit runs), so the GPU follows the CPU's setting.
 //
 // Every supported weight type is brought to one form per group of values inside a 32-block of x:
 //     w_i = d_g · q_i + m     (q_i int8; d_g the group's scale, so Q6_K's per-16 scales fit)
@@ -15,6 +23,7 @@
 #include "cuda_backend.h"
 #include "cuda_common.h"
 #include "kernels/matvec_pieces.cuh"
+#include "kernels/quantize_act.cuh"
 #include "kernels/row_norm.cuh"
 #include "matvec_q8.cuh"
 
@@ -24,11 +33,20 @@ namespace {
 constexpr int kRowsPerBlock = 4;
 
 // Quantized activations as the dot products read them (global or shared memory): int8 values
-// (n_tok, n_cols), and per 32 values the scale d and d·Σq.
+// (n_tok, n_cols) (16-bit: their high bytes, and the low bytes in lo), and per 32 values the scale
+// d and d·Σq.
 struct XQ {
   const int8_t* q;
+  const uint8_t* lo;
   const float *d, *s;
 };
+
+// dp4a of signed weight bytes and unsigned activation bytes (the low bytes of 16-bit x).
+__device__ __forceinline__ int dp4a_su(int a, int b, int c) {
+  int d;
+  asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
 
 // The W int8x4 words of x a piece's group meets (columns off(i) from xr), in as few loads as
 // their layout allows: 32 contiguous bytes (regrouped Q4_0), 16 (Q8_0, K-quants' groups start on
@@ -66,7 +84,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // kernels, so the first batch is prefetched into L2 before it; its loads, though written before
 // the prologue too, are moved after the wait by ptxas (seen in the SASS), prefetches are not.
 // Every kernel sums in this one order, so they all give the same bits.
-template <typename Block, int QK, int T, int R, typename Prologue>
+template <typename Block, int QK, int T, bool kQ16, int R, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,
                                           int lane, float (&acc)[R][T], Prologue&& prologue) {
   using P = Piece<Block>;
@@ -113,8 +131,9 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
         for (int t = 0; t < T; ++t) {
           if (t >= n_tok) break;
           const int8_t* xr = x.q + t * n_cols + col;
-          int xw[P::W];
+          int xw[P::W], xl[kQ16 ? P::W : 1];
           load_x<P>(xr, xw);
+          if constexpr (kQ16) load_x<P>(reinterpret_cast<const int8_t*>(x.lo) + t * n_cols + col, xl);
           const float xd = x.d[t * n_sub + xb];
           const float xs = P::kMin ? x.s[t * n_sub + xb] : 0.f;
 #pragma unroll
@@ -122,6 +141,12 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
             int s = 0;
 #pragma unroll
             for (int i = 0; i < P::W; ++i) s = __dp4a((int)v[r].w[g][i], xw[i], s);
+            if constexpr (kQ16) {  // Σ w q = 256 Σ w h + Σ w l, |Σ| < 32 · 128 · 32767 < 2^27
+              int sl = 0;
+#pragma unroll
+              for (int i = 0; i < P::W; ++i) sl = dp4a_su((int)v[r].w[g][i], xl[i], sl);
+              s = s * 256 + sl;
+            }
             acc[r][t] += xd * (v[r].d[g] * (float)s);
             if (P::kMin) acc[r][t] += v[r].m[g] * xs;
           }
@@ -149,11 +174,14 @@ struct WaitForX {
   __device__ void operator()() const { pdl_begin(); }
 };
 
-// quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value).
-__device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, float* xd, float* xs) {
-  const float d = warp_max_f32(fabsf(v)) / 127.f;
-  const int q = d > 0.f ? __float2int_rn(v / d) : 0;
-  xq[lane] = (int8_t)q;
+// quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value):
+// 8 bits into xq; 16 bits as the high byte into xq and the low byte into xl.
+template <bool kQ16>
+__device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, uint8_t* xl, float* xd, float* xs) {
+  float d;
+  const int q = quantize_value<kQ16>(v, warp_max_f32(fabsf(v)), d);
+  xq[lane] = (int8_t)(kQ16 ? q >> 8 : q);
+  if constexpr (kQ16) xl[lane] = (uint8_t)(q & 255);
   const int sum = warp_sum_i32(q);
   if (lane == 0) {
     *xd = d;
@@ -161,27 +189,27 @@ __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, fl
   }
 }
 
-// x(n_tok, n_cols) -> int8 xq, per 32 values: xd = amax / 127, xs = xd · Σ q. One warp per 32.
+// x(n_tok, n_cols) -> xq (and xl), per 32 values: xd, xs = xd · Σ q. One warp per 32.
+template <bool kQ16>
 __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ xq,
-                                   float* __restrict__ xd, float* __restrict__ xs) {
+                                   uint8_t* __restrict__ xl, float* __restrict__ xd, float* __restrict__ xs) {
   pdl_begin();
   const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (blk >= n_blocks) return;  // warp-uniform
-  quantize_block(x[blk * 32 + lane], lane, xq + blk * 32, xd + blk, xs + blk);
+  quantize_block<kQ16>(x[blk * 32 + lane], lane, xq + blk * 32, kQ16 ? xl + blk * 32 : nullptr, xd + blk, xs + blk);
 }
 
-template <typename Block, int QK, int T, bool kAccumulate>
+template <typename Block, int QK, int T, bool kQ16, bool kAccumulate>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
-                 const int8_t* __restrict__ xq, const float* __restrict__ xd, const float* __restrict__ xs,
-                 float* __restrict__ y, const float* __restrict__ bias) {
+                 XQ x, float* __restrict__ y, const float* __restrict__ bias) {
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
@@ -197,14 +225,15 @@ matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_row
 // loading its share of x (up to kSelfUnroll blocks of 32) before quantizing any of it; the
 // quantization is rows_dots' prologue, so the weights' first loads are already in flight.
 constexpr int kSelfRows = 8, kSelfUnroll = 4;
-template <typename Block, int QK, int T, bool kAccumulate>
+template <typename Block, int QK, int T, bool kQ16, bool kAccumulate>
 __global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n_blocks = n_tok * (n_cols / 32);
   int8_t* sq = reinterpret_cast<int8_t*>(smem);
-  float* sd = reinterpret_cast<float*>(smem + n_tok * n_cols);
+  uint8_t* sl = smem + n_tok * n_cols;  // 16-bit x: the low bytes
+  float* sd = reinterpret_cast<float*>(smem + (kQ16 ? 2 : 1) * n_tok * n_cols);
   float* ss = sd + n_blocks;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
@@ -220,7 +249,7 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
 #pragma unroll
       for (int u = 0; u < kSelfUnroll; ++u) {
         const int64_t blk = b0 + u * kSelfRows;  // warp-uniform
-        if (blk < n_blocks) quantize_block(v[u], lane, sq + blk * 32, sd + blk, ss + blk);
+        if (blk < n_blocks) quantize_block<kQ16>(v[u], lane, sq + blk * 32, sl + blk * 32, sd + blk, ss + blk);
       }
     }
     __syncthreads();
@@ -228,7 +257,7 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
   float acc[1][T];
   // Every warp takes part in the quantization: one past the last row reads the last row, unused.
   const uint8_t* rows[1] = {w + (row < n_rows ? row : n_rows - 1) * row_stride};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{sq, sd, ss}, lane, acc, quantize_x);
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, XQ{sq, sl, sd, ss}, lane, acc, quantize_x);
   if (row >= n_rows) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -250,10 +279,9 @@ struct MultiArgs {
   unsigned first[4];  // first thread block of each matrix; first[n_w] = the grid
 };
 
-template <typename Block, int QK, int T>
+template <typename Block, int QK, int T, bool kQ16>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
-matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
-                       const float* __restrict__ xd, const float* __restrict__ xs) {
+matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, XQ x) {
   const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
   const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -261,7 +289,7 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
   if (row >= n_rows) return;
   float acc[1][T];
   const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -271,28 +299,27 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, const int8_t* __r
 }
 
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
-template <typename Block, int QK, int T, int kAct>
+template <typename Block, int QK, int T, bool kQ16, int kAct>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
-                         int64_t n_rows, int64_t n_cols, int n_tok, const int8_t* __restrict__ xq,
-                         const float* __restrict__ xd, const float* __restrict__ xs, float* __restrict__ h) {
+                         int64_t n_rows, int64_t n_cols, int n_tok, XQ x, float* __restrict__ h) {
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
   float acc[2][T];  // gate, up
   const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK, T>(rows, (int)n_cols, n_tok, XQ{xq, xd, xs}, lane, acc, WaitForX{});
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
     if (lane != 0) continue;
-    const float x = acc[0][t], u = acc[1][t];
+    const float g = acc[0][t], u = acc[1][t];
     float r;
     if (kAct == 0) {
-      r = x / (1.f + expf(-x)) * u;
+      r = g / (1.f + expf(-g)) * u;
     } else {
       constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-      r = 0.5f * x * (1.f + tanhf(kSqrt2OverPi * x * (1.f + 0.044715f * x * x))) * u;
+      r = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * g * (1.f + 0.044715f * g * g))) * u;
     }
     h[(int64_t)t * n_rows + row] = r;
   }
@@ -302,36 +329,45 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
 // int8 quantization per 32 values (quantize_block's arithmetic), in one launch of norm_threads(dim)
 // threads per row: a thread holds quads of x, so 8 lanes hold one 32-block and meet by 3 shuffles.
 // (Each launch is latency, not bytes: a 4,096 row is one load per thread.)
+template <bool kQ16>
 __device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, int64_t i, bool live,
                                                 float4* __restrict__ xn4, int8_t* __restrict__ xq,
-                                                float* __restrict__ xd, float* __restrict__ xs) {
+                                                uint8_t* __restrict__ xl, float* __restrict__ xd,
+                                                float* __restrict__ xs) {
   v = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
   for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax / 127.f;
-  const int q0 = d > 0.f ? __float2int_rn(v.x / d) : 0, q1 = d > 0.f ? __float2int_rn(v.y / d) : 0;
-  const int q2 = d > 0.f ? __float2int_rn(v.z / d) : 0, q3 = d > 0.f ? __float2int_rn(v.w / d) : 0;
+  float d;
+  const int q0 = quantize_value<kQ16>(v.x, amax, d), q1 = quantize_value<kQ16>(v.y, amax, d);
+  const int q2 = quantize_value<kQ16>(v.z, amax, d), q3 = quantize_value<kQ16>(v.w, amax, d);
   int sum = q0 + q1 + q2 + q3;
   for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (!live) return;
   xn4[i] = v;
-  reinterpret_cast<uint32_t*>(xq)[i] =
-      (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
+  constexpr int kHi = kQ16 ? 8 : 0;  // 16-bit: the high bytes here, the low bytes into xl
+  reinterpret_cast<uint32_t*>(xq)[i] = (uint32_t)((q0 >> kHi) & 0xff) | (uint32_t)((q1 >> kHi) & 0xff) << 8 |
+                                       (uint32_t)((q2 >> kHi) & 0xff) << 16 | (uint32_t)((q3 >> kHi) & 0xff) << 24;
+  if constexpr (kQ16)
+    reinterpret_cast<uint32_t*>(xl)[i] =
+        (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
   if (i % 8 == 0) {
     xd[i / 8] = d;
     xs[i / 8] = d * (float)sum;
   }
 }
 
+template <bool kQ16>
 __global__ void __launch_bounds__(kNormMaxThreads)
 norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps, int64_t dim,
-                  float* __restrict__ xn, int8_t* __restrict__ xq, float* __restrict__ xd, float* __restrict__ xs) {
+                  float* __restrict__ xn, int8_t* __restrict__ xq, uint8_t* __restrict__ xl, float* __restrict__ xd,
+                  float* __restrict__ xs) {
   pdl_begin();
   const int64_t n4 = dim / 4, row = blockIdx.x;
   const float4* xr = reinterpret_cast<const float4*>(x + row * dim);
   const float4* w4 = reinterpret_cast<const float4*>(w);
   float4* xn4 = reinterpret_cast<float4*>(xn + row * dim);
   int8_t* q = xq + row * dim;
+  uint8_t* ql = kQ16 ? xl + row * dim : nullptr;
   float *d = xd + row * (dim / 32), *sc = xs + row * (dim / 32);
   float4 c[kNormCache], g[kNormCache];
 #pragma unroll
@@ -346,12 +382,12 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
 #pragma unroll
   for (int k = 0; k < kNormCache; ++k) {
     const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-    if (lane0 + (int64_t)k * blockDim.x < n4) norm_quant_quad(c[k], g[k], inv, i, i < n4, xn4, q, d, sc);
+    if (lane0 + (int64_t)k * blockDim.x < n4) norm_quant_quad<kQ16>(c[k], g[k], inv, i, i < n4, xn4, q, ql, d, sc);
   }
   for (int64_t k = kNormCache; lane0 + k * blockDim.x < n4; ++k) {
     const int64_t i = threadIdx.x + k * blockDim.x;
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    norm_quant_quad(i < n4 ? xr[i] : z, i < n4 ? w4[i] : z, inv, i, i < n4, xn4, q, d, sc);
+    norm_quant_quad<kQ16>(i < n4 ? xr[i] : z, i < n4 ? w4[i] : z, inv, i, i < n4, xn4, q, ql, d, sc);
   }
 }
 
@@ -362,6 +398,15 @@ void dispatch_tokens(int64_t n_tok, F&& f) {
   if (n_tok == 1) f(std::integral_constant<int, 1>{});
   else f(std::integral_constant<int, kMatvecQ8MaxTokens>{});
 }
+
+// Runs f(std::bool_constant<q16>{}): the kernels' activation precision as a template argument.
+template <typename F>
+void dispatch_bits(bool q16, F&& f) {
+  if (q16) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+XQ xq_of(const Q8Act& a) { return XQ{a.q, a.lo, a.d, a.s}; }
 
 }  // namespace
 
@@ -383,28 +428,27 @@ bool matvec_q8_supported(GGMLType t) {
 }
 
 size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols) {
-  return (size_t)n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
+  return 2 * (size_t)n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
 }
 
 void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
-               cudaStream_t stream, bool accumulate) {
+               cudaStream_t stream, bool q16, bool accumulate) {
   if (n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda matvec_q8: %lld tokens of %lld columns", (long long)n_tok, (long long)w.n_cols));
   check_q8_alignment(w, "matvec_q8");
-  const Q8Act a = quantize_q8(x, n_tok, w.n_cols, scratch, stream);
-  const int8_t* xq = a.q;
-  const float *xd = a.d, *xs = a.s;
+  const XQ xq = xq_of(quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16));
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
+  dispatch_bits(q16, [&](auto bits) { dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
+    constexpr bool kQ16 = decltype(bits)::value;
     auto run = [&](auto kernel) {
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
-          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, xd, xs, y, bias);
+          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, y, bias);
     };
-    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>);
-    else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>);
-  }); });
+    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, kQ16, true>);
+    else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, kQ16, false>);
+  }); }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -418,19 +462,21 @@ void check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* wh
 }
 }  // namespace
 
-Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream) {
-  const Q8Act a = q8_act(scratch, n_tok, n_cols);
+Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16) {
+  const Q8Act a = q8_act(scratch, n_tok, n_cols, q16);
   const int64_t n_blocks = n_tok * (n_cols / 32);
-  launch_kernel(quantize_q8_kernel, (unsigned)((n_blocks * kWarpSize + 255) / 256), 256, 0, stream,
-      x, n_blocks, a.q, a.d, a.s);
+  const unsigned grid = (unsigned)((n_blocks * kWarpSize + 255) / 256);
+  if (q16) launch_kernel(quantize_q8_kernel<true>, grid, 256, 0, stream, x, n_blocks, a.q, a.lo, a.d, a.s);
+  else launch_kernel(quantize_q8_kernel<false>, grid, 256, 0, stream, x, n_blocks, a.q, a.lo, a.d, a.s);
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return a;
 }
 
-Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols) {
+Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols, bool q16) {
   Q8Act a;
   a.q = static_cast<int8_t*>(scratch);
-  a.d = reinterpret_cast<float*>(a.q + n_tok * n_cols);
+  a.lo = q16 ? reinterpret_cast<uint8_t*>(a.q + n_tok * n_cols) : nullptr;
+  a.d = reinterpret_cast<float*>(a.q + (q16 ? 2 : 1) * n_tok * n_cols);  // n_cols % 32 == 0: aligned
   a.s = a.d + n_tok * (n_cols / 32);
   a.n_tok = n_tok;
   a.n_cols = n_cols;
@@ -447,8 +493,12 @@ void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok
     throw Error("backend", "invalid_argument", strfmt("cuda norm_quant_q8: %lld x %lld", (long long)n_tok, (long long)dim));
   if (!norm_quant_q8_aligned(x, norm_w, xn))
     throw Error("backend", "invalid_argument", "cuda norm_quant_q8: x, the norm weight and xn must be 16-byte aligned");
-  launch_kernel(norm_quant_kernel, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a.q, a.d,
-                a.s);
+  if (a.lo)
+    launch_kernel(norm_quant_kernel<true>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a.q,
+                  a.lo, a.d, a.s);
+  else
+    launch_kernel(norm_quant_kernel<false>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a.q,
+                  a.lo, a.d, a.s);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -463,12 +513,12 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-      dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[i], [&](auto bt) {
+      dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[i], [&](auto bt) {
         using BT = decltype(bt);
-        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kRowsPerBlock * kWarpSize, 0, stream,
-            static_cast<const uint8_t*>(w[i].data), w[i].row_stride, w[i].n_rows, a.n_cols, (int)a.n_tok, a.q, a.d,
-            a.s, y[i], bias ? bias[i] : nullptr);
-      }); });
+        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value, false>,
+            grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w[i].data), w[i].row_stride,
+            w[i].n_rows, a.n_cols, (int)a.n_tok, xq_of(a), y[i], bias ? bias[i] : nullptr);
+      }); }); });
       GAACRT_CUDA_CHECK(cudaGetLastError());
     }
     return;
@@ -484,11 +534,11 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     m.bias[i] = on && bias ? bias[i] : nullptr;
     m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock);
   }
-  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[0], [&](auto bt) {
+  dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[0], [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value>, m.first[3], kRowsPerBlock * kWarpSize, 0, stream,
-        m, a.n_cols, (int)a.n_tok, a.q, a.d, a.s);
-  }); });
+    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value>,
+        m.first[3], kRowsPerBlock * kWarpSize, 0, stream, m, a.n_cols, (int)a.n_tok, xq_of(a));
+  }); }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -500,42 +550,46 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
   check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   const unsigned grid = (unsigned)((gate.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(gate, [&](auto bt) {
+  dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(gate, [&](auto bt) {
     using BT = decltype(bt);
+    constexpr int T = decltype(nt)::value;
+    constexpr bool kQ16 = decltype(bits)::value;
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
-    if (act == Activation::SiLU)
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 0>, grid, kRowsPerBlock * kWarpSize, 0, stream,
-          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
-    else
-      launch_kernel(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, decltype(nt)::value, 1>, grid, kRowsPerBlock * kWarpSize, 0, stream,
-          g, gate.row_stride, u, up.row_stride, gate.n_rows, a.n_cols, (int)a.n_tok, a.q, a.d, a.s, h);
-  }); });
+    auto run = [&](auto kernel) {
+      launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, g, gate.row_stride, u, up.row_stride,
+                    gate.n_rows, a.n_cols, (int)a.n_tok, xq_of(a), h);
+    };
+    if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, 0>);
+    else run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, 1>);
+  }); }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
 }
 
 bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
-                    cudaStream_t stream, bool accumulate) {
+                    cudaStream_t stream, bool q16, bool accumulate) {
   static const bool off = [] {
     const char* e = std::getenv("GAACRT_CUDA_MATVEC_SELF");  // 0: always quantize x in its own launch
     return e && e[0] == '0';
   }();
-  const size_t smem = (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
+  const size_t smem = (q16 ? 2 : 1) * (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
   if (off || n_tok * w.n_cols > kMatvecQ8SelfMaxValues || w.n_rows > kMatvecQ8SelfMaxRows ||
       n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
     return false;
   check_q8_alignment(w, "matvec_q8_self");
   const unsigned grid = (unsigned)((w.n_rows + kSelfRows - 1) / kSelfRows);
-  dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
+  dispatch_bits(q16, [&](auto bits) { dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
-    if (accumulate)
-      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, true>, grid, kSelfRows * kWarpSize, smem, stream,
-          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
-    else
-      launch_kernel(matvec_q8_self_kernel<typename BT::block, BT::qk, decltype(nt)::value, false>, grid, kSelfRows * kWarpSize, smem, stream,
-          static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
-  }); });
+    constexpr int T = decltype(nt)::value;
+    constexpr bool kQ16 = decltype(bits)::value;
+    auto run = [&](auto kernel) {
+      launch_kernel(kernel, grid, kSelfRows * kWarpSize, smem, stream, static_cast<const uint8_t*>(w.data),
+                    w.row_stride, w.n_rows, w.n_cols, (int)n_tok, x, y, bias);
+    };
+    if (accumulate) run(matvec_q8_self_kernel<typename BT::block, BT::qk, T, kQ16, true>);
+    else run(matvec_q8_self_kernel<typename BT::block, BT::qk, T, kQ16, false>);
+  }); }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
 }

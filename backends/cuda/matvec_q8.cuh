@@ -1,4 +1,5 @@
-// matvec_q8.cuh — decode-sized matmul with 8-bit activations and integer dot products (dp4a).
+// matvec_q8.cuh — decode-sized matmul with 16- or 8-bit activations (BackendParams::act_bits) and
+// integer dot products (dp4a); matvec_q8.cu says how 16 bits go through the 8-bit dot product.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,25 +11,28 @@ constexpr int kMatvecQ8MaxTokens = 8;
 
 // True when matvec_q8 handles this weight type.
 bool matvec_q8_supported(GGMLType t);
-// Bytes of scratch matvec_q8 needs for n_tok tokens of n_cols.
+// Bytes of scratch matvec_q8 needs for n_tok tokens of n_cols (either precision).
 size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols);
-// y(n_tok, w.n_rows) = x · wᵀ (+ bias), n_tok <= kMatvecQ8MaxTokens, x quantized to int8 per 32 values.
-// accumulate: y += the result (the same bits as into a buffer, then CudaBackend::add).
+// y(n_tok, w.n_rows) = x · wᵀ (+ bias), n_tok <= kMatvecQ8MaxTokens, x quantized per 32 values to
+// 16 bits (q16) or 8. accumulate: y += the result (the same bits as into a buffer, then CudaBackend::add).
 void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
-               cudaStream_t stream, bool accumulate = false);
+               cudaStream_t stream, bool q16, bool accumulate = false);
 
 
-// Activations quantized for matvec_q8 in scratch: int8 values (n_tok, n_cols), then per 32 values
-// the scale d and d·Σq (the layout matvec_q8 uses).
+// Activations quantized for matvec_q8 in scratch: int8 values (n_tok, n_cols) — with 16 bits their
+// high bytes, then the low bytes in lo (null with 8 bits) — then per 32 values the scale d and
+// d·Σq (the layout matvec_q8 and matmul_q8mma.cu use).
 struct Q8Act {
   int8_t* q;
+  uint8_t* lo;
   float *d, *s;
   int64_t n_tok, n_cols;
 };
-Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols);  // scratch of matvec_q8_scratch_bytes
+Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols, bool q16);  // scratch of matvec_q8_scratch_bytes
 // x(n_tok, n_cols) quantized into scratch (matvec_q8_scratch_bytes) in one launch: the
-// activations of every int8 path (matvec_q8, the prefill matmul of matmul_q8mma.cu).
-Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream);
+// activations of every int8 path (matvec_q8, the prefill matmul of matmul_q8mma.cu). 16 bits:
+// backends/cpu/quantize_act.cpp quantize_row_q16's bits.
+Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16);
 // Throws unless w's data and rows are aligned as the int8 paths' weight loads need.
 void check_q8_alignment(const WeightView& w, const char* what);
 
@@ -55,6 +59,6 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
 // (accumulate: y += the result, as matvec_q8's accumulate).
 constexpr int64_t kMatvecQ8SelfMaxValues = 2048, kMatvecQ8SelfMaxRows = 16384;
 bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,
-                    cudaStream_t stream, bool accumulate = false);
+                    cudaStream_t stream, bool q16, bool accumulate = false);
 
 }  // namespace gaacrt::cuda

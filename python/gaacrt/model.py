@@ -253,9 +253,10 @@ class Model:
 
     def __init__(self, path: str | os.PathLike | None = None, backend: str = "auto", n_threads: int | None = None,
                  device: int = 0, act_bits: int = 16):
-        """act_bits: precision of the activations in the CPU's integer matmuls — 16 (default, int16
-        with a scale per 32 values: logits within ~2% of exact math) or 8 (llama.cpp's 8-bit
-        formats, bit for bit its integers). Other backends ignore it."""
+        """act_bits: precision of the activations in the integer matmuls of the CPU and CUDA
+        backends — 16 (default, int16 with a scale per 32 values: logits within ~2% of exact math)
+        or 8 (llama.cpp's 8-bit formats; on the CPU bit for bit its integers; faster decode on
+        CUDA). Metal ignores it."""
         if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 0):
             raise ValueError(f"n_threads must be a non-negative int or None, got {n_threads!r}")
         if act_bits not in (8, 16) or isinstance(act_bits, bool):

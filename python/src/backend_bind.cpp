@@ -82,15 +82,20 @@ void bind_backend(nb::module_& m) {
              return arr;
            }, nb::arg("raw"), nb::arg("type"), nb::arg("x"), "y(n_tok, n_rows) = x(n_tok, n_cols) · wᵀ");
 
-  m.def("open_backend", [](const std::string& name, int device, int n_threads) {
+  m.def("open_backend", [](const std::string& name, int device, int n_threads, int act_bits) {
         std::unique_ptr<Backend> b;
         {
           nb::gil_scoped_release nogil;
-          b = create_backend(name, device, n_threads);
+          BackendParams p;
+          p.device = device;
+          p.n_threads = n_threads;
+          p.act_bits = act_bits;
+          b = create_backend(name, p);
         }
         return nb::cast(b.release(), nb::rv_policy::take_ownership);
-      }, nb::arg("name"), nb::arg("device") = 0, nb::arg("n_threads") = 0,
-      "create a backend by name ('cpu', 'cuda'); raises GaacrtError(kind='unavailable') with the reason");
+      }, nb::arg("name"), nb::arg("device") = 0, nb::arg("n_threads") = 0, nb::arg("act_bits") = 16,
+      "create a backend by name ('cpu', 'cuda'); act_bits: the quantized matmuls' activation precision (16 or 8); "
+      "raises GaacrtError(kind='unavailable') with the reason");
 }
 
 }  // namespace gaacrt::py

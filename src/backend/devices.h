@@ -24,8 +24,9 @@ struct DeviceInfo {
 struct BackendParams {
   int device = 0;
   int n_threads = 0;  // CPU threads; 0 = all cores
-  // CPU integer matmuls: activations quantized to 8 bits (llama.cpp's Q8_0/Q8_1/Q8_K) or 16
-  // (Q16, ~250x less activation error; backends/cpu/quantize_act.h). Other backends ignore it.
+  // Integer matmuls (CPU and CUDA; Metal ignores it): activations quantized to 8 bits (llama.cpp's
+  // Q8_0/Q8_1/Q8_K on the CPU, per 32 values on CUDA) or 16 (Q16, ~250x less activation error;
+  // backends/cpu/quantize_act.h, backends/cuda/matvec_q8.cu).
   int act_bits = 16;
 };
 

@@ -5,7 +5,7 @@
 // default (q = round(x / d), d = amax / 32767: backends/cpu/quantize_act.cpp quantize_row_q16, the
 // same bits), stored as a signed high byte h and an unsigned low byte l (q = 256 h + l) and dotted
 // as 256 · dp4a(w, h) + dp4a(w, l), exact in int32; or 8 bits (d = amax / 127), llama.cpp's
-// precision, one dp4a. On real weights the 8-bit rounding moves the logits far more than the
+// precision and the CPU's Q8_0 / Q8_1 integers and fp16 scales (kernels/quantize_act.cuh), one dp4a. On real weights the 8-bit rounding moves the logits far more than the
 // test bound of GPU vs CPU (SmolLM2-135M: relative L2 up to 0.13 between the CPU's own 8- and
 // 16-bit runs), so the GPU follows the CPU's setting.
 //
@@ -183,10 +183,7 @@ __device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, ui
   xq[lane] = (int8_t)(kQ16 ? q >> 8 : q);
   if constexpr (kQ16) xl[lane] = (uint8_t)(q & 255);
   const int sum = warp_sum_i32(q);
-  if (lane == 0) {
-    *xd = d;
-    *xs = d * (float)sum;
-  }
+  if (lane == 0) stored_scales<kQ16>(d, sum, xd, xs);
 }
 
 // x(n_tok, n_cols) -> xq (and xl), per 32 values: xd, xs = xd · Σ q. One warp per 32.
@@ -351,8 +348,7 @@ __device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, i
     reinterpret_cast<uint32_t*>(xl)[i] =
         (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
   if (i % 8 == 0) {
-    xd[i / 8] = d;
-    xs[i / 8] = d * (float)sum;
+    stored_scales<kQ16>(d, sum, xd + i / 8, xs + i / 8);
   }
 }
 

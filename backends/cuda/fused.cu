@@ -23,6 +23,13 @@ void CudaBackend::norm_matmuls(const float* x, const float* norm_w, float eps, i
     return;
   }
   const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim, q16_);
+  const NormX nx{x, norm_w, eps, xn};
+  bool same = true;
+  for (int i = 1; i < n_w; ++i) same = same && w[i].type == w[0].type && w[i].layout == w[0].layout;
+  if (same && matvec_q8_norm_fits(n_tok, dim, nx)) {  // one launch: every block norms x itself
+    matvec_q8_multi(w, n_w, y, bias, a, stream_, &nx);
+    return;
+  }
   norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
   matvec_q8_multi(w, n_w, y, bias, a, stream_);
 }
@@ -34,6 +41,10 @@ void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, i
   if (q8_decode(n_tok, dim, w, 2) && gate.type == up.type && gate.n_rows == up.n_rows &&
       norm_quant_q8_aligned(x, norm_w, xn)) {
     const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim, q16_);
+    const NormX nx{x, norm_w, eps, xn};
+    if ((act == Activation::SiLU || act == Activation::GeluTanh) && matvec_q8_norm_fits(n_tok, dim, nx) &&
+        matvec_q8_gate_up(gate, up, act, h, a, stream_, &nx))
+      return;  // one launch: every block norms x itself
     norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
     if (matvec_q8_gate_up(gate, up, act, h, a, stream_)) return;
     float* y[2] = {h, up_scratch};

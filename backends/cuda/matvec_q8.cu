@@ -197,6 +197,56 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks
   quantize_block<kQ16>(x[blk * 32 + lane], lane, xq + blk * 32, kQ16 ? xl + blk * 32 : nullptr, xd + blk, xs + blk);
 }
 
+// xn = rms_norm(x)·w (rms_norm.cu's rms_norm4_kernel, same bits: kernels/row_norm.cuh) and its
+// int8 quantization per 32 values (quantize_block's arithmetic), in one launch of norm_threads(dim)
+// threads per row: a thread holds quads of x, so 8 lanes hold one 32-block and meet by 3 shuffles.
+// (Each launch is latency, not bytes: a 4,096 row is one load per thread.)
+template <bool kQ16>
+__device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, int64_t i, bool live,
+                                                float4* __restrict__ xn4, int8_t* __restrict__ xq,
+                                                uint8_t* __restrict__ xl, float* __restrict__ xd,
+                                                float* __restrict__ xs) {
+  v = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  float d;
+  const int q0 = quantize_value<kQ16>(v.x, amax, d), q1 = quantize_value<kQ16>(v.y, amax, d);
+  const int q2 = quantize_value<kQ16>(v.z, amax, d), q3 = quantize_value<kQ16>(v.w, amax, d);
+  int sum = q0 + q1 + q2 + q3;
+  for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!live) return;
+  if (xn4) xn4[i] = v;
+  constexpr int kHi = kQ16 ? 8 : 0;  // 16-bit: the high bytes here, the low bytes into xl
+  reinterpret_cast<uint32_t*>(xq)[i] = (uint32_t)((q0 >> kHi) & 0xff) | (uint32_t)((q1 >> kHi) & 0xff) << 8 |
+                                       (uint32_t)((q2 >> kHi) & 0xff) << 16 | (uint32_t)((q3 >> kHi) & 0xff) << 24;
+  if constexpr (kQ16)
+    reinterpret_cast<uint32_t*>(xl)[i] =
+        (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
+  if (i % 8 == 0) {
+    stored_scales<kQ16>(d, sum, xd + i / 8, xs + i / 8);
+  }
+}
+
+// norm_quant_quad over n_tok rows of dim values by a whole thread block of at least dim / 4
+// threads (one quad each), into shared sq / sl / sd / ss: the same bits as norm_quant_kernel, whose
+// norm_threads(dim) threads also hold one quad each (the extra threads' zeros add nothing). xn is
+// written when given (one block of the grid).
+template <bool kQ16>
+__device__ __forceinline__ void norm_quant_rows(const NormX& nx, int n_tok, int64_t dim, bool write_xn, int8_t* sq,
+                                                uint8_t* sl, float* sd, float* ss) {
+  const int64_t n4 = dim / 4, i = threadIdx.x, lane0 = threadIdx.x & ~(kWarpSize - 1);
+  const float4 g = i < n4 ? reinterpret_cast<const float4*>(nx.w)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int t = 0; t < n_tok; ++t) {
+    float4 c[kNormCache];
+    const float inv = row_inv_rms4(reinterpret_cast<const float4*>(nx.x + t * dim), n4, nx.eps, c);
+    float4* xn4 = write_xn ? reinterpret_cast<float4*>(nx.xn + t * dim) : nullptr;
+    if (lane0 < n4)
+      norm_quant_quad<kQ16>(c[0], g, inv, i, i < n4, xn4, sq + t * dim, sl + t * dim, sd + t * (dim / 32),
+                            ss + t * (dim / 32));
+    __syncthreads();  // row_inv_rms4's shared partials are reused by the next row; the last publishes sq
+  }
+}
+
 template <typename Block, int QK, int T, bool kQ16, bool kAccumulate>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
@@ -276,17 +326,47 @@ struct MultiArgs {
   unsigned first[4];  // first thread block of each matrix; first[n_w] = the grid
 };
 
-template <typename Block, int QK, int T, bool kQ16>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
-matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, XQ x) {
+// The warps of a thread block: kRowsPerBlock, or kSelfRows where every block norms and quantizes
+// x itself (kNorm: its norm needs dim / 4 threads).
+template <bool kNorm>
+constexpr int rows_per_block() { return kNorm ? kSelfRows : kRowsPerBlock; }
+
+// The prologue of rows_dots for the kernels that read x: kNorm, norm and quantize it into shared
+// memory (norm_quant_rows; block 0 also writes xn), else wait for the kernel that quantized it.
+// x then points at the shared copy.
+template <bool kNorm, bool kQ16>
+struct XPrologue {
+  XQ& x;
+  const NormX& nx;
+  int n_tok;
+  int64_t dim;
+  __device__ void operator()() const {
+    pdl_begin();
+    if constexpr (kNorm) {
+      extern __shared__ __align__(16) uint8_t smem[];
+      x.q = reinterpret_cast<int8_t*>(smem);
+      x.lo = smem + n_tok * dim;
+      x.d = reinterpret_cast<float*>(smem + (kQ16 ? 2 : 1) * n_tok * dim);
+      x.s = x.d + n_tok * (dim / 32);
+      norm_quant_rows<kQ16>(nx, n_tok, dim, blockIdx.x == 0, const_cast<int8_t*>(x.q), const_cast<uint8_t*>(x.lo),
+                            const_cast<float*>(x.d), const_cast<float*>(x.s));
+    }
+  }
+};
+
+template <typename Block, int QK, int T, bool kQ16, bool kNorm>
+__global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize)
+matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, XQ x, NormX nx) {
+  constexpr int R = rows_per_block<kNorm>();
   const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
-  const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * R + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n_rows = a.rows[i];
-  if (row >= n_rows) return;
+  if (!kNorm && row >= n_rows) return;  // kNorm: every warp takes part in the prologue
   float acc[1][T];
-  const uint8_t* rows[1] = {a.w[i] + row * a.stride[i]};
-  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
+  const uint8_t* rows[1] = {a.w[i] + (row < n_rows ? row : n_rows - 1) * a.stride[i]};
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, XPrologue<kNorm, kQ16>{x, nx, n_tok, n_cols});
+  if (row >= n_rows) return;
   const float* bias = a.bias[i];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -296,16 +376,18 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, XQ x) {
 }
 
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
-template <typename Block, int QK, int T, bool kQ16, int kAct>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+template <typename Block, int QK, int T, bool kQ16, bool kNorm, int kAct>
+__global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
-                         int64_t n_rows, int64_t n_cols, int n_tok, XQ x, float* __restrict__ h) {
-  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
+                         int64_t n_rows, int64_t n_cols, int n_tok, XQ x, NormX nx, float* __restrict__ h) {
+  const int64_t row = (int64_t)blockIdx.x * rows_per_block<kNorm>() + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  if (row >= n_rows) return;
+  if (!kNorm && row >= n_rows) return;  // kNorm: every warp takes part in the prologue
   float acc[2][T];  // gate, up
-  const uint8_t* rows[2] = {wg + row * sg, wu + row * su};
-  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
+  const int64_t r = row < n_rows ? row : n_rows - 1;
+  const uint8_t* rows[2] = {wg + r * sg, wu + r * su};
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, XPrologue<kNorm, kQ16>{x, nx, n_tok, n_cols});
+  if (row >= n_rows) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
@@ -319,36 +401,6 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
       r = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * g * (1.f + 0.044715f * g * g))) * u;
     }
     h[(int64_t)t * n_rows + row] = r;
-  }
-}
-
-// xn = rms_norm(x)·w (rms_norm.cu's rms_norm4_kernel, same bits: kernels/row_norm.cuh) and its
-// int8 quantization per 32 values (quantize_block's arithmetic), in one launch of norm_threads(dim)
-// threads per row: a thread holds quads of x, so 8 lanes hold one 32-block and meet by 3 shuffles.
-// (Each launch is latency, not bytes: a 4,096 row is one load per thread.)
-template <bool kQ16>
-__device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, int64_t i, bool live,
-                                                float4* __restrict__ xn4, int8_t* __restrict__ xq,
-                                                uint8_t* __restrict__ xl, float* __restrict__ xd,
-                                                float* __restrict__ xs) {
-  v = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
-  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  float d;
-  const int q0 = quantize_value<kQ16>(v.x, amax, d), q1 = quantize_value<kQ16>(v.y, amax, d);
-  const int q2 = quantize_value<kQ16>(v.z, amax, d), q3 = quantize_value<kQ16>(v.w, amax, d);
-  int sum = q0 + q1 + q2 + q3;
-  for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (!live) return;
-  xn4[i] = v;
-  constexpr int kHi = kQ16 ? 8 : 0;  // 16-bit: the high bytes here, the low bytes into xl
-  reinterpret_cast<uint32_t*>(xq)[i] = (uint32_t)((q0 >> kHi) & 0xff) | (uint32_t)((q1 >> kHi) & 0xff) << 8 |
-                                       (uint32_t)((q2 >> kHi) & 0xff) << 16 | (uint32_t)((q3 >> kHi) & 0xff) << 24;
-  if constexpr (kQ16)
-    reinterpret_cast<uint32_t*>(xl)[i] =
-        (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
-  if (i % 8 == 0) {
-    stored_scales<kQ16>(d, sum, xd + i / 8, xs + i / 8);
   }
 }
 
@@ -498,14 +550,32 @@ void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
+bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx) {
+  static const bool off = [] {
+    const char* e = std::getenv("GAACRT_CUDA_NORM_SELF");  // 0: always norm and quantize x in its own launch
+    return e && e[0] == '0';
+  }();
+  return !off && n_tok >= 1 && n_tok <= kMatvecQ8MaxTokens && dim % 32 == 0 && dim / 4 <= kSelfRows * kWarpSize &&
+         norm_quant_q8_aligned(nx.x, nx.w, nx.xn);
+}
+
+namespace {
+// Shared bytes of the kNorm kernels: x quantized (one or two byte planes) and its scales.
+size_t norm_smem_bytes(const Q8Act& a) {
+  return (a.lo ? 2 : 1) * (size_t)a.n_tok * a.n_cols + 2 * sizeof(float) * (size_t)a.n_tok * (a.n_cols / 32);
+}
+}  // namespace
+
 void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const NormX* norm) {
   if (n_w < 1 || n_w > 3) throw Error("backend", "invalid_argument", strfmt("cuda matvec_q8_multi: %d matrices", n_w));
   bool same = true;
   for (int i = 0; i < n_w; ++i) {
     check_q8(w[i], a.n_tok, a.n_cols, "matvec_q8_multi");
     same = same && w[i].type == w[0].type && w[i].layout == w[0].layout;
   }
+  if (norm && (!same || !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm)))
+    throw Error("backend", "invalid_argument", "cuda matvec_q8_multi: the norm cannot run in every thread block here");
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
@@ -519,6 +589,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     }
     return;
   }
+  const int R = norm ? kSelfRows : kRowsPerBlock;
   MultiArgs m{};
   m.first[0] = 0;
   for (int i = 0; i < 3; ++i) {
@@ -528,24 +599,36 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     m.rows[i] = on ? w[i].n_rows : 0;
     m.y[i] = on ? y[i] : nullptr;
     m.bias[i] = on && bias ? bias[i] : nullptr;
-    m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + kRowsPerBlock - 1) / kRowsPerBlock);
+    m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + R - 1) / R);
   }
+  const NormX nx = norm ? *norm : NormX{};
+  const size_t smem = norm ? norm_smem_bytes(a) : 0;
   dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[0], [&](auto bt) {
     using BT = decltype(bt);
-    launch_kernel(matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value>,
-        m.first[3], kRowsPerBlock * kWarpSize, 0, stream, m, a.n_cols, (int)a.n_tok, xq_of(a));
+    constexpr int T = decltype(nt)::value;
+    constexpr bool kQ16 = decltype(bits)::value;
+    auto run = [&](auto kernel) {
+      launch_kernel(kernel, m.first[3], R * kWarpSize, smem, stream, m, a.n_cols, (int)a.n_tok, xq_of(a), nx);
+    };
+    if (norm) run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, true>);
+    else run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, false>);
   }); }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const NormX* norm) {
   if (gate.type != up.type || gate.layout != up.layout || gate.n_rows != up.n_rows ||
       (act != Activation::SiLU && act != Activation::GeluTanh))
     return false;
   check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
-  const unsigned grid = (unsigned)((gate.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (norm && !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm))
+    throw Error("backend", "invalid_argument", "cuda matvec_q8_gate_up: the norm cannot run in every thread block here");
+  const int R = norm ? kSelfRows : kRowsPerBlock;
+  const unsigned grid = (unsigned)((gate.n_rows + R - 1) / R);
+  const NormX nx = norm ? *norm : NormX{};
+  const size_t smem = norm ? norm_smem_bytes(a) : 0;
   dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(gate, [&](auto bt) {
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;
@@ -553,11 +636,16 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
     const auto* g = static_cast<const uint8_t*>(gate.data);
     const auto* u = static_cast<const uint8_t*>(up.data);
     auto run = [&](auto kernel) {
-      launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, g, gate.row_stride, u, up.row_stride,
-                    gate.n_rows, a.n_cols, (int)a.n_tok, xq_of(a), h);
+      launch_kernel(kernel, grid, R * kWarpSize, smem, stream, g, gate.row_stride, u, up.row_stride, gate.n_rows,
+                    a.n_cols, (int)a.n_tok, xq_of(a), nx, h);
     };
-    if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, 0>);
-    else run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, 1>);
+    if (norm) {
+      if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, true, 0>);
+      else run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, true, 1>);
+    } else {
+      if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, false, 0>);
+      else run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, false, 1>);
+    }
   }); }); });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;

@@ -43,14 +43,27 @@ void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok
 // norm_quant_q8 reads and writes float4s: false when a pointer does not allow it (the caller then
 // composes rms_norm and matvec_q8).
 bool norm_quant_q8_aligned(const float* x, const float* norm_w, const float* xn);
+// The norm of a fused norm + matvec done inside the matvec's launch: every thread block computes
+// xn = rms_norm(x)·w and quantizes it into shared memory (block 0 also writes xn), the same bits
+// as norm_quant_q8. Pays where x is short (SmolLM2's 576, Gemma-3 270m's 640: one launch of ~2 µs
+// fewer per norm, two per layer); needs dim / 4 threads per block, so dim <= 1,024.
+struct NormX {
+  const float* x;
+  const float* w;
+  float eps;
+  float* xn;
+};
+// True when the matvecs below can take the norm (GAACRT_CUDA_NORM_SELF=0: never).
+bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx);
 // y_i = x·w_iᵀ (+ bias_i) for up to three matrices over the quantized x: one launch when they
-// share a type. Same bits as matvec_q8 per matrix.
+// share a type. Same bits as matvec_q8 per matrix. With norm, x is norm's xn, made inside the
+// launch (matvec_q8_norm_fits must hold; `a` then only gives the shape and precision).
 void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const NormX* norm = nullptr);
 // h = act(x·gateᵀ) ⊙ (x·upᵀ) in one launch (same bits as two matvec_q8 and act_mul); false when
-// gate and up differ in type or shape (nothing launched).
+// gate and up differ in type or shape (nothing launched). norm: as for matvec_q8_multi.
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
-                       cudaStream_t stream);
+                       cudaStream_t stream, const NormX* norm = nullptr);
 // matvec_q8 in one launch, each thread block quantizing x into shared memory; false (nothing
 // launched) where quantizing x in every block costs more than a second launch: x of more than
 // kMatvecQ8SelfMaxValues values (H200, Llama-3.1-8B shape: o-proj, 4,096 columns, 19.3 µs in one

@@ -291,10 +291,14 @@ __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD) {
 
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
 // below b_end: leaves this lane's row state (parts not yet summed) in o, m, l.
+// pdl_wait: this warp waits for the previous kernel (PDL) here, after issuing the copies of its
+// first blocks that lie before the first block this step writes (pos0 / 16): the sequence, the
+// table and those blocks were written before the step began, so the copies overlap the previous
+// kernel (rope_store, which writes q and the new token's K/V) instead of following it.
 template <int kD, bool kGaac>
 __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                          int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
-                                         uint8_t* wbase, const GaacLanes& GL,
+                                         bool pdl_wait, uint8_t* wbase, const GaacLanes& GL,
                                          const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                          const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
                                          float& m, float& l) {
@@ -305,8 +309,6 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
   const int32_t pos = tr.pos, lo = tr.lo, len = s.pos0 + s.n_q;  // len: tokens in the cache
 
-  uint32_t qa[kD / 16][4];
-  query_fragments<kD>(P.q + tr.q_off, tr.valid, dk, qa);
 #pragma unroll
   for (int nt = 0; nt < kD / 8; ++nt)
 #pragma unroll
@@ -344,7 +346,16 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   };
   EntryStream<kT> es;  // the table entries of this warp's blocks (entry_stream.cuh)
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
-  es.issue_first<kS>(issue);
+  if (pdl_wait) {
+    const int32_t b_new = s.pos0 / KV_BLOCK_TOKENS;  // the first block this step writes
+    int32_t n_pre = 0;
+    while (n_pre < kS - 1 && n_pre < n_iter && b_first + n_pre * b_step < b_new) ++n_pre;
+    es.issue_first<kS>(issue, n_pre, [] { pdl_begin(); });
+  } else {
+    es.issue_first<kS>(issue);
+  }
+  uint32_t qa[kD / 16][4];  // q is the previous kernel's output: after the wait
+  query_fragments<kD>(P.q + tr.q_off, tr.valid, dk, qa);
   for (int32_t it = 0; it < n_iter; ++it) {
     es.issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
@@ -551,9 +562,11 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
   merge_decode(P, s, kvh, split, n_rows, ds, dw, smem);
 }
 
+// PDL: the decode path waits for the previous kernel inside run_rows (after the first copies of
+// old blocks), the prefill path before its first row group; nothing before either reads what the
+// step writes.
 template <int kD, bool kGaac>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kernel(const KernelArgs P) {
-  pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
   constexpr int kR = TileGeom<kD>::kRounds;
@@ -609,6 +622,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   float o[kD / 8][4], oc[kD / 8][2], m, l;
   if (n_rows > kRowsPerGroup) {
     // ---- prefill-sized: row groups of 16, one M-tile per warp, whole visible range ----
+    pdl_begin();
     for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += gridDim.x) {
       const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
       int32_t b0 = 0, b1 = 0;
@@ -617,7 +631,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
         b0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS;
         b1 = p1 / KV_BLOCK_TOKENS + 1;
       }
-      run_rows<kD, kGaac>(P, s, kvh, r0, n_rows, b0, b1, 1, wbase, GL, b3, b4, o, m, l);
+      run_rows<kD, kGaac>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);
       sum_parts<kD>(o, oc);
       const int32_t R = r0 + (lane >> 2);
       if (lane < 16 && R < n_rows) {
@@ -636,7 +650,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
 
   // ---- decode-sized: this block's share of the chunks; warps = (M-tile, key group) ----
   const DecodeWarp dw = decode_warp(n_rows, ds);
-  run_rows<kD, kGaac>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, wbase, GL, b3, b4, o, m, l);
+  run_rows<kD, kGaac>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, true, wbase, GL, b3, b4, o, m, l);
   sum_parts<kD>(o, oc);
   finish_decode<kD>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }

@@ -69,6 +69,22 @@ struct EntryStream {
       commit_group();
     }
   }
+  // issue_first with the wait for the previous kernel (PDL) inside it: blocks 0 .. n_pre - 1 are
+  // issued before wait() (they must not depend on that kernel), the rest after. wait() runs once.
+  template <int kS, typename Issue, typename Wait>
+  __device__ __forceinline__ void issue_first(Issue&& issue, int32_t n_pre, Wait&& wait) {
+#pragma unroll
+    for (int p = 0; p < kS - 1; ++p) {
+      if (p == n_pre) wait();
+      if (p < n_iter) {
+        uint32_t e[kT];
+        get(p, e);
+        issue(p, e);
+      }
+      commit_group();
+    }
+    if (n_pre >= kS - 1) wait();
+  }
   template <int kS, typename Issue>
   __device__ __forceinline__ void issue_ahead(int32_t it, Issue&& issue) {  // at iteration it: it + kS - 1
     const int32_t nx = it + kS - 1;

@@ -24,14 +24,7 @@ void CudaBackend::norm_matmuls(const float* x, const float* norm_w, float eps, i
   }
   const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim, q16_);
   const NormX nx{x, norm_w, eps, xn};
-  bool same = true;
-  for (int i = 1; i < n_w; ++i) same = same && w[i].type == w[0].type && w[i].layout == w[0].layout;
-  if (same && matvec_q8_norm_fits(n_tok, dim, nx)) {  // one launch: every block norms x itself
-    matvec_q8_multi(w, n_w, y, bias, a, stream_, &nx);
-    return;
-  }
-  norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
-  matvec_q8_multi(w, n_w, y, bias, a, stream_);
+  matvec_q8_multi(w, n_w, y, bias, a, stream_, &nx);  // the norm in the matvec's launch where it fits
 }
 
 void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,

@@ -574,8 +574,10 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     check_q8(w[i], a.n_tok, a.n_cols, "matvec_q8_multi");
     same = same && w[i].type == w[0].type && w[i].layout == w[0].layout;
   }
-  if (norm && (!same || !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm)))
-    throw Error("backend", "invalid_argument", "cuda matvec_q8_multi: the norm cannot run in every thread block here");
+  if (norm && (!same || !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm))) {  // the norm in a launch of its own
+    norm_quant_q8(norm->x, norm->w, norm->eps, a.n_tok, a.n_cols, norm->xn, a, stream);
+    norm = nullptr;
+  }
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);

@@ -56,8 +56,8 @@ struct NormX {
 // True when the matvecs below can take the norm (GAACRT_CUDA_NORM_SELF=0: never).
 bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx);
 // y_i = x·w_iᵀ (+ bias_i) for up to three matrices over the quantized x: one launch when they
-// share a type. Same bits as matvec_q8 per matrix. With norm, x is norm's xn, made inside the
-// launch (matvec_q8_norm_fits must hold; `a` then only gives the shape and precision).
+// share a type. Same bits as matvec_q8 per matrix. With norm, x is norm's xn: made inside the
+// launch where matvec_q8_norm_fits holds and the types agree, else by norm_quant_q8 into `a` first.
 void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
                      cudaStream_t stream, const NormX* norm = nullptr);
 // h = act(x·gateᵀ) ⊙ (x·upᵀ) in one launch (same bits as two matvec_q8 and act_mul); false when

@@ -344,12 +344,12 @@ struct XPrologue {
     pdl_begin();
     if constexpr (kNorm) {
       extern __shared__ __align__(16) uint8_t smem[];
-      x.q = reinterpret_cast<int8_t*>(smem);
-      x.lo = smem + n_tok * dim;
-      x.d = reinterpret_cast<float*>(smem + (kQ16 ? 2 : 1) * n_tok * dim);
-      x.s = x.d + n_tok * (dim / 32);
-      norm_quant_rows<kQ16>(nx, n_tok, dim, blockIdx.x == 0, const_cast<int8_t*>(x.q), const_cast<uint8_t*>(x.lo),
-                            const_cast<float*>(x.d), const_cast<float*>(x.s));
+      int8_t* q = reinterpret_cast<int8_t*>(smem);
+      uint8_t* lo = smem + n_tok * dim;
+      float* d = reinterpret_cast<float*>(smem + (kQ16 ? 2 : 1) * n_tok * dim);
+      float* s = d + n_tok * (dim / 32);
+      norm_quant_rows<kQ16>(nx, n_tok, dim, blockIdx.x == 0, q, lo, d, s);
+      x = XQ{q, lo, d, s};
     }
   }
 };

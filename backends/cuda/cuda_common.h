@@ -43,6 +43,11 @@ inline int32_t attention_grid_x(int32_t n_split, int64_t max_rows, int32_t decod
 // anything earlier than before — and then lets the next grid launch (launch_dependents), so the
 // next kernel's launch and scheduling overlap this one's run instead of following it. Older GPUs
 // ignore both (the instructions are compiled for sm_90+ only). GAACRT_CUDA_PDL=0 turns it off.
+//
+// Because every kernel lets the next one launch only after its own wait, a kernel starts after
+// every kernel but its immediate predecessor has completed: work that reads only what was written
+// two or more kernels earlier, or before the step (positions, slots, the block table, weights),
+// may run before pdl_begin() (rope_store's cos/sin and destinations, attention's first copies).
 bool pdl_enabled(int device);  // cuda_backend.cu: compute capability >= 9 and not disabled
 
 #ifdef __CUDACC__

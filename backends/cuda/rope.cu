@@ -77,28 +77,44 @@ __global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t he
   rotate_head(x, rope_pair(idx % n_pairs, pos, freq_factors, c), (int32_t)(idx / n_pairs), n_heads, head_dim);
 }
 
-// kv_store.cu's write of one channel.
-__device__ __forceinline__ void store_bf16(const KVLayerView& kv, const KVTokenSlot& s, int32_t h, int32_t is_v,
-                                           int32_t c, float x) {
+// Where kv_store.cu writes channel c of head h's K (is_v 0) or V (is_v 1) for the token in slot s.
+__device__ __forceinline__ uint16_t* bf16_dst(const KVLayerView& kv, const KVTokenSlot& s, int32_t h, int32_t is_v,
+                                              int32_t c) {
   const int32_t block = s.pos / KV_BLOCK_TOKENS, row = s.pos % KV_BLOCK_TOKENS;
   const int32_t half = c / kv.tile_dim, cc = c % kv.tile_dim;
   const uint32_t e = s.table[kv_entry_index(kv, h, is_v, half, block)];
-  uint16_t* dst = reinterpret_cast<uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes) + row * kv.tile_dim;
-  dst[cc] = f32_to_bf16(x);
+  return reinterpret_cast<uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes) + row * kv.tile_dim + cc;
 }
 
 // qk_rope_store without q/k norms, whole-head rotation: rope_kernel on q and k, then kv_store of
 // k and v. One thread per (head, token, pair i) — q's heads, then k's, whose threads also store
 // the rotated k pair and the v pair: at decode a thread per pair looping over the heads waited
 // out one memory round trip per head (17 µs a layer on the H200). Same bits.
+//
+// Only q, k and v come from the previous kernel (the Q/K/V matvec). The positions, the slots and
+// the block table were written before the step began, so each thread reads them, computes its
+// pair's cos and sin (double precision: the longest part) and finds the four bf16 destinations
+// before it waits for that kernel (PDL); after the wait it is one load, the rotation and the stores.
 __global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ v, int64_t n_tok, int32_t n_head,
                                   int32_t head_dim, const int32_t* __restrict__ pos, const float* __restrict__ freq_factors,
                                   RopeConst c, KVLayerView kv, const KVTokenSlot* __restrict__ slots) {
-  pdl_begin();
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n_pairs = n_tok * c.half;
-  if (idx >= n_pairs * (n_head + kv.n_head_kv)) return;
-  const int32_t hs = (int32_t)(idx / n_pairs);
-  const RopePair p = rope_pair(idx % n_pairs, pos, freq_factors, c);
+  const bool live = idx < n_pairs * (n_head + kv.n_head_kv);
+  const int32_t hs = live ? (int32_t)(idx / n_pairs) : 0;
+  RopePair p{};
+  uint16_t* dst[4] = {};  // K's channels a, b, then V's
+  if (live) {
+    p = rope_pair(idx % n_pairs, pos, freq_factors, c);
+    if (hs >= n_head) {
+      const KVTokenSlot s = slots[p.t];
+      dst[0] = bf16_dst(kv, s, hs - n_head, 0, p.a);
+      dst[1] = bf16_dst(kv, s, hs - n_head, 0, p.b);
+      dst[2] = bf16_dst(kv, s, hs - n_head, 1, p.a);
+      dst[3] = bf16_dst(kv, s, hs - n_head, 1, p.b);
+    }
+  }
+  pdl_begin();
+  if (!live) return;
   if (hs < n_head) {
     rotate_head(q, p, hs, n_head, head_dim);
     return;
@@ -107,11 +123,10 @@ __global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ 
   rotate_head(k, p, h, kv.n_head_kv, head_dim);
   const float* kr = k + (p.t * kv.n_head_kv + h) * head_dim;
   const float* vr = v + (p.t * kv.n_head_kv + h) * head_dim;
-  const KVTokenSlot s = slots[p.t];
-  store_bf16(kv, s, h, 0, p.a, kr[p.a]);
-  store_bf16(kv, s, h, 0, p.b, kr[p.b]);
-  store_bf16(kv, s, h, 1, p.a, vr[p.a]);
-  store_bf16(kv, s, h, 1, p.b, vr[p.b]);
+  *dst[0] = f32_to_bf16(kr[p.a]);
+  *dst[1] = f32_to_bf16(kr[p.b]);
+  *dst[2] = f32_to_bf16(vr[p.a]);
+  *dst[3] = f32_to_bf16(vr[p.b]);
 }
 
 RopeConst rope_const(const RopeParams& p, int32_t head_dim) {

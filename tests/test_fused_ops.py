@@ -44,7 +44,7 @@ def case(t, n_tok, dim, seed):
 
 
 @pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("n_tok,dim", [(1, 512), (3, 512), (1, 768), (8, 1024), (1, 1280), (1, 3072), (9, 512)])
+@pytest.mark.parametrize("n_tok,dim", [(1, 512), (3, 512), (1, 768), (8, 1024), (1, 1280), (1, 3072), (1, 4096), (9, 512)])
 def test_norm_matmuls_fused_is_the_composition_bit_for_bit(backend, t, n_tok, dim):
     rng, x, norm_w = case(t, n_tok, dim, int(t) * 100 + n_tok + dim)
     ws = [(random_rows(t, r, dim, rng), int(t)) for r in (37, 16, 16)]  # Q, K, V
@@ -58,7 +58,7 @@ def test_norm_matmuls_fused_is_the_composition_bit_for_bit(backend, t, n_tok, di
 
 @pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("act", [0, 1], ids=["silu", "gelu"])
-@pytest.mark.parametrize("n_tok,dim", [(1, 512), (1, 768), (8, 1024), (1, 1280), (3, 3072)])
+@pytest.mark.parametrize("n_tok,dim", [(1, 512), (1, 768), (8, 1024), (1, 1280), (3, 3072), (1, 4096)])
 def test_norm_gate_up_fused_is_the_composition_bit_for_bit(backend, t, act, n_tok, dim):
     rng, x, norm_w = case(t, n_tok, dim, int(t) * 10 + act + n_tok)
     gate, up = (random_rows(t, 45, dim, rng), int(t)), (random_rows(t, 45, dim, rng), int(t))

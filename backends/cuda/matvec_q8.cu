@@ -39,7 +39,39 @@ struct XQ {
   const int8_t* q;
   const uint8_t* lo;
   const float *d, *s;
+  const int32_t* n;  // Σq per 32 values (pieces with a kOffset take their offset off with it)
 };
+
+// The layout of quantized activations in a buffer (the global scratch, or a kernel's shared
+// memory): q (n_tok · n_cols bytes), with 16 bits lo (as many), then per 32 values d, s and n.
+__host__ __device__ inline size_t xq_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
+  return (q16 ? 2 : 1) * (size_t)n_tok * n_cols + (2 * sizeof(float) + sizeof(int32_t)) * (size_t)n_tok * (n_cols / 32);
+}
+__host__ __device__ inline Q8Act carve_xq(void* base, int64_t n_tok, int64_t n_cols, bool q16) {
+  Q8Act a;
+  a.q = static_cast<int8_t*>(base);
+  a.lo = q16 ? reinterpret_cast<uint8_t*>(a.q + n_tok * n_cols) : nullptr;
+  a.d = reinterpret_cast<float*>(a.q + (q16 ? 2 : 1) * n_tok * n_cols);  // n_cols % 32 == 0: aligned
+  a.s = a.d + n_tok * (n_cols / 32);
+  a.n = reinterpret_cast<int32_t*>(a.s + n_tok * (n_cols / 32));
+  a.n_tok = n_tok;
+  a.n_cols = n_cols;
+  return a;
+}
+__host__ __device__ inline XQ xq_of(const Q8Act& a) { return XQ{a.q, a.lo, a.d, a.s, a.n}; }
+// Token t's row of a.
+__host__ __device__ inline Q8Act token_row(const Q8Act& a, int64_t t) {
+  const int64_t nb = a.n_cols / 32;
+  return Q8Act{a.q + t * a.n_cols, a.lo ? a.lo + t * a.n_cols : nullptr, a.d + t * nb, a.s + t * nb, a.n + t * nb,
+               1, a.n_cols};
+}
+
+// A piece's per-byte offset left in its unpacked values (Piece::kOffset, else 0): the dot product
+// subtracts kOffset · Σq once per 32 values instead of kOffset from every byte.
+template <typename P, typename = void>
+struct PieceOffset : std::integral_constant<int, 0> {};
+template <typename P>
+struct PieceOffset<P, std::void_t<decltype(P::kOffset)>> : std::integral_constant<int, P::kOffset> {};
 
 // dp4a of signed weight bytes and unsigned activation bytes (the low bytes of 16-bit x).
 __device__ __forceinline__ int dp4a_su(int a, int b, int c) {
@@ -91,6 +123,8 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
   using Raw = typename P::Raw;
   constexpr int L = P::kLanes, kStride = kWarpSize / L;  // blocks one warp step covers
   constexpr int U = sizeof(Raw) <= 16 ? 4 : 2, kBatch = kStride * U;
+  constexpr int kOff = PieceOffset<P>::value;
+  static_assert(kOff == 0 || (P::G == 1 && P::W * 4 == 32), "an offset is taken off per whole 32-value group");
   const int n_blocks = n_cols / QK, n_sub = n_cols / 32, k = lane % L;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -123,7 +157,10 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
       if (b >= n_blocks) break;
       PieceVals<P::G, P::W> v[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) v[r] = P::unpack(cur[r][u], k);
+      for (int r = 0; r < R; ++r) {
+        if constexpr (kOff != 0) v[r] = P::unpack_raw(cur[r][u], k);
+        else v[r] = P::unpack(cur[r][u], k);
+      }
 #pragma unroll
       for (int g = 0; g < P::G; ++g) {
         const int col = b * QK + v[0].col[g], xb = col / 32;
@@ -136,6 +173,7 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
           if constexpr (kQ16) load_x<P>(reinterpret_cast<const int8_t*>(x.lo) + t * n_cols + col, xl);
           const float xd = x.d[t * n_sub + xb];
           const float xs = P::kMin ? x.s[t * n_sub + xb] : 0.f;
+          const int xn = kOff != 0 ? x.n[t * n_sub + xb] : 0;
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             int s = 0;
@@ -147,6 +185,7 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
               for (int i = 0; i < P::W; ++i) sl = dp4a_su((int)v[r].w[g][i], xl[i], sl);
               s = s * 256 + sl;
             }
+            if constexpr (kOff != 0) s -= kOff * xn;  // the same integer as offsetting every byte
             acc[r][t] += xd * (v[r].d[g] * (float)s);
             if (P::kMin) acc[r][t] += v[r].m[g] * xs;
           }
@@ -174,38 +213,36 @@ struct WaitForX {
   __device__ void operator()() const { pdl_begin(); }
 };
 
-// quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value):
-// 8 bits into xq; 16 bits as the high byte into xq and the low byte into xl.
+// quantize_q8_kernel's arithmetic for one 32-value block held by a warp (v: this lane's value),
+// block blk of a (counted over all tokens): 8 bits into a.q; 16 bits as the high byte into a.q
+// and the low byte into a.lo.
 template <bool kQ16>
-__device__ __forceinline__ void quantize_block(float v, int lane, int8_t* xq, uint8_t* xl, float* xd, float* xs) {
+__device__ __forceinline__ void quantize_block(float v, int lane, const Q8Act& a, int64_t blk) {
   float d;
   const int q = quantize_value<kQ16>(v, warp_max_f32(fabsf(v)), d);
-  xq[lane] = (int8_t)(kQ16 ? q >> 8 : q);
-  if constexpr (kQ16) xl[lane] = (uint8_t)(q & 255);
+  a.q[blk * 32 + lane] = (int8_t)(kQ16 ? q >> 8 : q);
+  if constexpr (kQ16) a.lo[blk * 32 + lane] = (uint8_t)(q & 255);
   const int sum = warp_sum_i32(q);
-  if (lane == 0) stored_scales<kQ16>(d, sum, xd, xs);
+  if (lane == 0) stored_scales<kQ16>(d, sum, a.d + blk, a.s + blk, a.n + blk);
 }
 
-// x(n_tok, n_cols) -> xq (and xl), per 32 values: xd, xs = xd · Σ q. One warp per 32.
+// x(n_tok, n_cols) -> a: per 32 values q (and lo), d, s = d · Σ q, n = Σ q. One warp per 32.
 template <bool kQ16>
-__global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ xq,
-                                   uint8_t* __restrict__ xl, float* __restrict__ xd, float* __restrict__ xs) {
+__global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t n_blocks, Q8Act a) {
   pdl_begin();
   const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (blk >= n_blocks) return;  // warp-uniform
-  quantize_block<kQ16>(x[blk * 32 + lane], lane, xq + blk * 32, kQ16 ? xl + blk * 32 : nullptr, xd + blk, xs + blk);
+  quantize_block<kQ16>(x[blk * 32 + lane], lane, a, blk);
 }
 
 // xn = rms_norm(x)·w (rms_norm.cu's rms_norm4_kernel, same bits: kernels/row_norm.cuh) and its
-// int8 quantization per 32 values (quantize_block's arithmetic), in one launch of norm_threads(dim)
-// threads per row: a thread holds quads of x, so 8 lanes hold one 32-block and meet by 3 shuffles.
-// (Each launch is latency, not bytes: a 4,096 row is one load per thread.)
+// int8 quantization per 32 values (quantize_block's arithmetic): a thread holds quads of x, so 8
+// lanes hold one 32-block and meet by 3 shuffles. norm_quant_quad does quad i of a row whose
+// quantization a (one token's) receives.
 template <bool kQ16>
 __device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, int64_t i, bool live,
-                                                float4* __restrict__ xn4, int8_t* __restrict__ xq,
-                                                uint8_t* __restrict__ xl, float* __restrict__ xd,
-                                                float* __restrict__ xs) {
+                                                float4* __restrict__ xn4, const Q8Act& a) {
   v = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
   for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -217,33 +254,54 @@ __device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, i
   if (!live) return;
   if (xn4) xn4[i] = v;
   constexpr int kHi = kQ16 ? 8 : 0;  // 16-bit: the high bytes here, the low bytes into xl
-  reinterpret_cast<uint32_t*>(xq)[i] = (uint32_t)((q0 >> kHi) & 0xff) | (uint32_t)((q1 >> kHi) & 0xff) << 8 |
-                                       (uint32_t)((q2 >> kHi) & 0xff) << 16 | (uint32_t)((q3 >> kHi) & 0xff) << 24;
+  reinterpret_cast<uint32_t*>(a.q)[i] = (uint32_t)((q0 >> kHi) & 0xff) | (uint32_t)((q1 >> kHi) & 0xff) << 8 |
+                                        (uint32_t)((q2 >> kHi) & 0xff) << 16 | (uint32_t)((q3 >> kHi) & 0xff) << 24;
   if constexpr (kQ16)
-    reinterpret_cast<uint32_t*>(xl)[i] =
+    reinterpret_cast<uint32_t*>(a.lo)[i] =
         (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
-  if (i % 8 == 0) {
-    stored_scales<kQ16>(d, sum, xd + i / 8, xs + i / 8);
+  if (i % 8 == 0) stored_scales<kQ16>(d, sum, a.d + i / 8, a.s + i / 8, a.n + i / 8);
+}
+
+// One row by a whole thread block (norm_threads(dim) threads, or more: the extra threads' zeros
+// add nothing, so every block size from norm_threads(dim) up gives the same bits): the norm
+// weights are loaded, then `wait` runs (the PDL wait of a kernel of its own), then x is read.
+// xn4: where xn goes, or null.
+template <bool kQ16, typename Wait>
+__device__ __forceinline__ void norm_quant_row(const float4* __restrict__ xr, const float4* __restrict__ w4, float eps,
+                                               int64_t dim, float4* __restrict__ xn4, const Q8Act& a, Wait&& wait) {
+  const int64_t n4 = dim / 4;
+  float4 c[kNormCache], g[kNormCache];
+#pragma unroll
+  for (int k = 0; k < kNormCache; ++k) {  // the norm weights are no kernel's output: loaded before the wait
+    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+    g[k] = i < n4 ? w4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  wait();
+  const float inv = row_inv_rms4(xr, n4, eps, c);
+  // The shuffles need whole warps: a warp runs while its first quad is in the row (n4 is a
+  // multiple of 8, so an 8-lane group is wholly in or out).
+  const int64_t lane0 = threadIdx.x & ~(int64_t)(kWarpSize - 1);
+#pragma unroll
+  for (int k = 0; k < kNormCache; ++k) {
+    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+    if (lane0 + (int64_t)k * blockDim.x < n4) norm_quant_quad<kQ16>(c[k], g[k], inv, i, i < n4, xn4, a);
+  }
+  for (int64_t k = kNormCache; lane0 + k * blockDim.x < n4; ++k) {
+    const int64_t i = threadIdx.x + k * blockDim.x;
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    norm_quant_quad<kQ16>(i < n4 ? xr[i] : z, i < n4 ? w4[i] : z, inv, i, i < n4, xn4, a);
   }
 }
 
-// norm_quant_quad over n_tok rows of dim values by a whole thread block of at least dim / 4
-// threads (one quad each), into shared sq / sl / sd / ss: the same bits as norm_quant_kernel, whose
-// norm_threads(dim) threads also hold one quad each (the extra threads' zeros add nothing). xn is
-// written when given (one block of the grid).
+// norm_quant_row over n_tok rows by a matvec's thread block, into a (shared memory); xn is
+// written when asked (one block of the grid).
 template <bool kQ16>
-__device__ __forceinline__ void norm_quant_rows(const NormX& nx, int n_tok, int64_t dim, bool write_xn, int8_t* sq,
-                                                uint8_t* sl, float* sd, float* ss) {
-  const int64_t n4 = dim / 4, i = threadIdx.x, lane0 = threadIdx.x & ~(kWarpSize - 1);
-  const float4 g = i < n4 ? reinterpret_cast<const float4*>(nx.w)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+__device__ __forceinline__ void norm_quant_rows(const NormX& nx, int n_tok, int64_t dim, bool write_xn, const Q8Act& a) {
   for (int t = 0; t < n_tok; ++t) {
-    float4 c[kNormCache];
-    const float inv = row_inv_rms4(reinterpret_cast<const float4*>(nx.x + t * dim), n4, nx.eps, c);
     float4* xn4 = write_xn ? reinterpret_cast<float4*>(nx.xn + t * dim) : nullptr;
-    if (lane0 < n4)
-      norm_quant_quad<kQ16>(c[0], g, inv, i, i < n4, xn4, sq + t * dim, sl + t * dim, sd + t * (dim / 32),
-                            ss + t * (dim / 32));
-    __syncthreads();  // row_inv_rms4's shared partials are reused by the next row; the last publishes sq
+    norm_quant_row<kQ16>(reinterpret_cast<const float4*>(nx.x + t * dim), reinterpret_cast<const float4*>(nx.w), nx.eps,
+                         dim, xn4, token_row(a, t), [] {});
+    __syncthreads();  // row_inv_rms4's shared partials are reused by the next row; the last publishes a
   }
 }
 
@@ -278,10 +336,7 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n_blocks = n_tok * (n_cols / 32);
-  int8_t* sq = reinterpret_cast<int8_t*>(smem);
-  uint8_t* sl = smem + n_tok * n_cols;  // 16-bit x: the low bytes
-  float* sd = reinterpret_cast<float*>(smem + (kQ16 ? 2 : 1) * n_tok * n_cols);
-  float* ss = sd + n_blocks;
+  const Q8Act sx = carve_xq(smem, n_tok, n_cols, kQ16);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
   auto quantize_x = [&] {
@@ -296,7 +351,7 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
 #pragma unroll
       for (int u = 0; u < kSelfUnroll; ++u) {
         const int64_t blk = b0 + u * kSelfRows;  // warp-uniform
-        if (blk < n_blocks) quantize_block<kQ16>(v[u], lane, sq + blk * 32, sl + blk * 32, sd + blk, ss + blk);
+        if (blk < n_blocks) quantize_block<kQ16>(v[u], lane, sx, blk);
       }
     }
     __syncthreads();
@@ -304,7 +359,7 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
   float acc[1][T];
   // Every warp takes part in the quantization: one past the last row reads the last row, unused.
   const uint8_t* rows[1] = {w + (row < n_rows ? row : n_rows - 1) * row_stride};
-  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, XQ{sq, sl, sd, ss}, lane, acc, quantize_x);
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, xq_of(sx), lane, acc, quantize_x);
   if (row >= n_rows) return;
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -344,12 +399,9 @@ struct XPrologue {
     pdl_begin();
     if constexpr (kNorm) {
       extern __shared__ __align__(16) uint8_t smem[];
-      int8_t* q = reinterpret_cast<int8_t*>(smem);
-      uint8_t* lo = smem + n_tok * dim;
-      float* d = reinterpret_cast<float*>(smem + (kQ16 ? 2 : 1) * n_tok * dim);
-      float* s = d + n_tok * (dim / 32);
-      norm_quant_rows<kQ16>(nx, n_tok, dim, blockIdx.x == 0, q, lo, d, s);
-      x = XQ{q, lo, d, s};
+      const Q8Act sx = carve_xq(smem, n_tok, dim, kQ16);
+      norm_quant_rows<kQ16>(nx, n_tok, dim, blockIdx.x == 0, sx);
+      x = xq_of(sx);
     }
   }
 };
@@ -404,39 +456,14 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
   }
 }
 
+// norm_quant_row as a launch of its own, one block of norm_threads(dim) per row.
 template <bool kQ16>
 __global__ void __launch_bounds__(kNormMaxThreads)
 norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps, int64_t dim,
-                  float* __restrict__ xn, int8_t* __restrict__ xq, uint8_t* __restrict__ xl, float* __restrict__ xd,
-                  float* __restrict__ xs) {
-  pdl_begin();
-  const int64_t n4 = dim / 4, row = blockIdx.x;
-  const float4* xr = reinterpret_cast<const float4*>(x + row * dim);
-  const float4* w4 = reinterpret_cast<const float4*>(w);
-  float4* xn4 = reinterpret_cast<float4*>(xn + row * dim);
-  int8_t* q = xq + row * dim;
-  uint8_t* ql = kQ16 ? xl + row * dim : nullptr;
-  float *d = xd + row * (dim / 32), *sc = xs + row * (dim / 32);
-  float4 c[kNormCache], g[kNormCache];
-#pragma unroll
-  for (int k = 0; k < kNormCache; ++k) {  // the weights' loads overlap x's and the reduction
-    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-    g[k] = i < n4 ? w4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-  const float inv = row_inv_rms4(xr, n4, eps, c);
-  // The shuffles need whole warps: a warp runs while its first quad is in the row (n4 is a
-  // multiple of 8, so an 8-lane group is wholly in or out).
-  const int64_t lane0 = threadIdx.x & ~(int64_t)(kWarpSize - 1);
-#pragma unroll
-  for (int k = 0; k < kNormCache; ++k) {
-    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-    if (lane0 + (int64_t)k * blockDim.x < n4) norm_quant_quad<kQ16>(c[k], g[k], inv, i, i < n4, xn4, q, ql, d, sc);
-  }
-  for (int64_t k = kNormCache; lane0 + k * blockDim.x < n4; ++k) {
-    const int64_t i = threadIdx.x + k * blockDim.x;
-    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    norm_quant_quad<kQ16>(i < n4 ? xr[i] : z, i < n4 ? w4[i] : z, inv, i, i < n4, xn4, q, ql, d, sc);
-  }
+                  float* __restrict__ xn, Q8Act a) {
+  const int64_t row = blockIdx.x;
+  norm_quant_row<kQ16>(reinterpret_cast<const float4*>(x + row * dim), reinterpret_cast<const float4*>(w), eps, dim,
+                       reinterpret_cast<float4*>(xn + row * dim), token_row(a, row), [] { pdl_begin(); });
 }
 
 // Runs f(std::integral_constant<int, T>{}): T = 1 for one token (the common decode step: half
@@ -454,7 +481,6 @@ void dispatch_bits(bool q16, F&& f) {
   else f(std::false_type{});
 }
 
-XQ xq_of(const Q8Act& a) { return XQ{a.q, a.lo, a.d, a.s}; }
 
 }  // namespace
 
@@ -476,7 +502,7 @@ bool matvec_q8_supported(GGMLType t) {
 }
 
 size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols) {
-  return 2 * (size_t)n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
+  return xq_bytes(n_tok, n_cols, true) + 64;
 }
 
 void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
@@ -514,22 +540,13 @@ Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, 
   const Q8Act a = q8_act(scratch, n_tok, n_cols, q16);
   const int64_t n_blocks = n_tok * (n_cols / 32);
   const unsigned grid = (unsigned)((n_blocks * kWarpSize + 255) / 256);
-  if (q16) launch_kernel(quantize_q8_kernel<true>, grid, 256, 0, stream, x, n_blocks, a.q, a.lo, a.d, a.s);
-  else launch_kernel(quantize_q8_kernel<false>, grid, 256, 0, stream, x, n_blocks, a.q, a.lo, a.d, a.s);
+  if (q16) launch_kernel(quantize_q8_kernel<true>, grid, 256, 0, stream, x, n_blocks, a);
+  else launch_kernel(quantize_q8_kernel<false>, grid, 256, 0, stream, x, n_blocks, a);
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return a;
 }
 
-Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols, bool q16) {
-  Q8Act a;
-  a.q = static_cast<int8_t*>(scratch);
-  a.lo = q16 ? reinterpret_cast<uint8_t*>(a.q + n_tok * n_cols) : nullptr;
-  a.d = reinterpret_cast<float*>(a.q + (q16 ? 2 : 1) * n_tok * n_cols);  // n_cols % 32 == 0: aligned
-  a.s = a.d + n_tok * (n_cols / 32);
-  a.n_tok = n_tok;
-  a.n_cols = n_cols;
-  return a;
-}
+Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols, bool q16) { return carve_xq(scratch, n_tok, n_cols, q16); }
 
 bool norm_quant_q8_aligned(const float* x, const float* norm_w, const float* xn) {
   return aligned16(x) && aligned16(norm_w) && aligned16(xn);  // the int8 scratch is cudaMalloc'd
@@ -542,28 +559,26 @@ void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok
   if (!norm_quant_q8_aligned(x, norm_w, xn))
     throw Error("backend", "invalid_argument", "cuda norm_quant_q8: x, the norm weight and xn must be 16-byte aligned");
   if (a.lo)
-    launch_kernel(norm_quant_kernel<true>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a.q,
-                  a.lo, a.d, a.s);
+    launch_kernel(norm_quant_kernel<true>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a);
   else
-    launch_kernel(norm_quant_kernel<false>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a.q,
-                  a.lo, a.d, a.s);
+    launch_kernel(norm_quant_kernel<false>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
 bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx) {
-  static const bool off = [] {
-    const char* e = std::getenv("GAACRT_CUDA_NORM_SELF");  // 0: always norm and quantize x in its own launch
-    return e && e[0] == '0';
+  static const int64_t max_dim = [] {  // GAACRT_CUDA_NORM_SELF_MAX=N: the widest x normed in every block (0: none)
+    const char* e = std::getenv("GAACRT_CUDA_NORM_SELF_MAX");
+    return e ? (int64_t)std::atoll(e) : kNormSelfMaxDim;
   }();
-  return !off && n_tok >= 1 && n_tok <= kMatvecQ8MaxTokens && dim % 32 == 0 && dim / 4 <= kSelfRows * kWarpSize &&
-         norm_quant_q8_aligned(nx.x, nx.w, nx.xn);
+  static_assert(kSelfRows * kWarpSize >= kNormMaxThreads, "a matvec block holds norm_threads(dim) threads");
+  constexpr size_t kSmemLimit = 48 << 10;  // dynamic shared memory without an opt-in
+  return n_tok >= 1 && n_tok <= kMatvecQ8MaxTokens && dim % 32 == 0 && dim <= max_dim &&
+         xq_bytes(n_tok, dim, true) <= kSmemLimit && norm_quant_q8_aligned(nx.x, nx.w, nx.xn);
 }
 
 namespace {
 // Shared bytes of the kNorm kernels: x quantized (one or two byte planes) and its scales.
-size_t norm_smem_bytes(const Q8Act& a) {
-  return (a.lo ? 2 : 1) * (size_t)a.n_tok * a.n_cols + 2 * sizeof(float) * (size_t)a.n_tok * (a.n_cols / 32);
-}
+size_t norm_smem_bytes(const Q8Act& a) { return xq_bytes(a.n_tok, a.n_cols, a.lo != nullptr); }
 }  // namespace
 
 void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
@@ -659,7 +674,7 @@ bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y
     const char* e = std::getenv("GAACRT_CUDA_MATVEC_SELF");  // 0: always quantize x in its own launch
     return e && e[0] == '0';
   }();
-  const size_t smem = (q16 ? 2 : 1) * (size_t)n_tok * w.n_cols + 2 * sizeof(float) * (size_t)n_tok * (w.n_cols / 32);
+  const size_t smem = xq_bytes(n_tok, w.n_cols, q16);
   if (off || n_tok * w.n_cols > kMatvecQ8SelfMaxValues || w.n_rows > kMatvecQ8SelfMaxRows ||
       n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
     return false;

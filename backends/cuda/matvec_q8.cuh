@@ -20,12 +20,13 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
 
 
 // Activations quantized for matvec_q8 in scratch: int8 values (n_tok, n_cols) — with 16 bits their
-// high bytes, then the low bytes in lo (null with 8 bits) — then per 32 values the scale d and
-// d·Σq (the layout matvec_q8 and matmul_q8mma.cu use).
+// high bytes, then the low bytes in lo (null with 8 bits) — then per 32 values the scale d, d·Σq
+// and Σq itself as an integer (the layout matvec_q8 and matmul_q8mma.cu use; q8_act carves it).
 struct Q8Act {
   int8_t* q;
   uint8_t* lo;
   float *d, *s;
+  int32_t* n;
   int64_t n_tok, n_cols;
 };
 Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols, bool q16);  // scratch of matvec_q8_scratch_bytes
@@ -46,7 +47,8 @@ bool norm_quant_q8_aligned(const float* x, const float* norm_w, const float* xn)
 // The norm of a fused norm + matvec done inside the matvec's launch: every thread block computes
 // xn = rms_norm(x)·w and quantizes it into shared memory (block 0 also writes xn), the same bits
 // as norm_quant_q8. Pays where x is short (SmolLM2's 576, Gemma-3 270m's 640: one launch of ~2 µs
-// fewer per norm, two per layer); needs dim / 4 threads per block, so dim <= 1,024.
+// fewer per norm, two per layer): up to kNormSelfMaxDim values (GAACRT_CUDA_NORM_SELF_MAX).
+constexpr int64_t kNormSelfMaxDim = 1024;
 struct NormX {
   const float* x;
   const float* w;

@@ -28,8 +28,11 @@ __device__ __forceinline__ int quantize_value(float v, float amax, float& d) {
 // weights whose CPU activations are Q8_0 / Q8_1 (the 32-value types) both backends dot the very
 // same integers and scales. (K-quants take Q8_K on the CPU, a scale per 256 values: the same
 // precision, other integers.)
+// Σq itself is kept too (xn), exact, for the weights whose offset the dot product takes off per
+// block (matvec_q8.cu, PieceOffset).
 template <bool kQ16>
-__device__ __forceinline__ void stored_scales(float d, int sum, float* xd, float* xs) {
+__device__ __forceinline__ void stored_scales(float d, int sum, float* xd, float* xs, int32_t* xn) {
+  *xn = sum;
   if constexpr (kQ16) {
     *xd = d;
     *xs = d * (float)sum;

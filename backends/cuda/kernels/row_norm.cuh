@@ -3,10 +3,11 @@
 // the same order and agree to the bit (tests/test_fused_ops.py). The sum is taken in double like
 // the CPU reference (backends/cpu/rms_norm.cpp).
 //
-// A row of dim floats is read as float4 quads when dim % 4 == 0 and the pointers allow it (one
-// quad per thread for dim <= 4,096: a single memory round trip), else one float per thread.
-// Thread t sums quads (or floats) t, t + T, t + 2T, ... in order; the warps' sums meet by xor
-// shuffles, then the warps' sums by the same shuffles. T = norm_threads(dim) is a function of dim alone.
+// A row of dim floats is read as float4 quads when dim % 4 == 0 and the pointers allow it (up to
+// kNormCache quads per thread, loaded at once: dim <= 4,096 is a single memory round trip), else
+// one float per thread. Thread t sums quads (or floats) t, t + T, t + 2T, ... in order; the lanes'
+// sums meet by xor shuffles, then the warps' sums by the same shuffles. T = norm_threads(dim) is a
+// function of dim alone, and more threads than that (their zeros) give the same bits.
 #pragma once
 #include <cstdint>
 
@@ -14,12 +15,14 @@
 
 namespace gaacrt::cuda {
 
-constexpr int kNormMaxThreads = 1024;
+// At most 256 threads a row (a matvec's thread block, which norms x itself with the same bits:
+// matvec_q8.cu); a 4,096 row is then four independent quad loads per thread.
+constexpr int kNormMaxThreads = 256;
 constexpr int kNormCache = 4;  // quads a thread keeps in registers for the second pass
 
 inline bool norm_quads(int64_t dim) { return dim % 4 == 0; }
 
-// Threads per row: one per item (quad or float), a multiple of 32, at most 1024.
+// Threads per row: one per item (quad or float), a multiple of 32, at most kNormMaxThreads.
 inline int norm_threads(int64_t dim) {
   const int64_t n = norm_quads(dim) ? dim / 4 : dim, t = (n + kWarpSize - 1) / kWarpSize * kWarpSize;
   return (int)(t < kWarpSize ? kWarpSize : (t > kNormMaxThreads ? kNormMaxThreads : t));

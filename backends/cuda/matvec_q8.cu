@@ -566,13 +566,14 @@ void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok
 }
 
 bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx) {
-  static const int64_t max_dim = [] {  // GAACRT_CUDA_NORM_SELF_MAX=N: the widest x normed in every block (0: none)
-    const char* e = std::getenv("GAACRT_CUDA_NORM_SELF_MAX");
-    return e ? (int64_t)std::atoll(e) : kNormSelfMaxDim;
+  static const bool off = [] {
+    const char* e = std::getenv("GAACRT_CUDA_NORM_SELF");  // 0: always norm and quantize x in its own launch
+    return e && e[0] == '0';
   }();
-  static_assert(kSelfRows * kWarpSize >= kNormMaxThreads, "a matvec block holds norm_threads(dim) threads");
+  // The block must hold norm_threads(dim) threads (one quad each) for the standalone kernel's bits.
+  static_assert(kSelfRows * kWarpSize * 4 == kNormSelfMaxDim, "a matvec block holds dim / 4 threads");
   constexpr size_t kSmemLimit = 48 << 10;  // dynamic shared memory without an opt-in
-  return n_tok >= 1 && n_tok <= kMatvecQ8MaxTokens && dim % 32 == 0 && dim <= max_dim &&
+  return !off && n_tok >= 1 && n_tok <= kMatvecQ8MaxTokens && dim % 32 == 0 && dim <= kNormSelfMaxDim &&
          xq_bytes(n_tok, dim, true) <= kSmemLimit && norm_quant_q8_aligned(nx.x, nx.w, nx.xn);
 }
 

@@ -47,7 +47,9 @@ bool norm_quant_q8_aligned(const float* x, const float* norm_w, const float* xn)
 // The norm of a fused norm + matvec done inside the matvec's launch: every thread block computes
 // xn = rms_norm(x)·w and quantizes it into shared memory (block 0 also writes xn), the same bits
 // as norm_quant_q8. Pays where x is short (SmolLM2's 576, Gemma-3 270m's 640: one launch of ~2 µs
-// fewer per norm, two per layer): up to kNormSelfMaxDim values (GAACRT_CUDA_NORM_SELF_MAX).
+// fewer per norm, two per layer): up to kNormSelfMaxDim values, dim / 4 threads of a block.
+// (At 4,096 values, every block norming them cost far more than the launch saved: 8B-shape tg128
+// 396 -> 290 tok/s on the H200.) GAACRT_CUDA_NORM_SELF=0 turns it off.
 constexpr int64_t kNormSelfMaxDim = 1024;
 struct NormX {
   const float* x;

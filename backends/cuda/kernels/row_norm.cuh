@@ -15,9 +15,11 @@
 
 namespace gaacrt::cuda {
 
-// At most 256 threads a row (a matvec's thread block, which norms x itself with the same bits:
-// matvec_q8.cu); a 4,096 row is then four independent quad loads per thread.
-constexpr int kNormMaxThreads = 256;
+// At most 1,024 threads a row: one quad per thread up to 4,096 values. (Capping it at a matvec
+// block's 256, so that rows past 1,024 could be normed inside the matvec with the same bits, made
+// the 8B shape's norm_quant 4.1 -> 4.7 µs on the H200, and the in-matvec norm of 4,096 values cost
+// far more than it saved: tg128 396 -> 290 tok/s.)
+constexpr int kNormMaxThreads = 1024;
 constexpr int kNormCache = 4;  // quads a thread keeps in registers for the second pass
 
 inline bool norm_quads(int64_t dim) { return dim % 4 == 0; }

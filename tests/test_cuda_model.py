@@ -72,6 +72,38 @@ def test_cuda_q4_0_model_in_the_group8_layout_matches_cpu(tmp_path, monkeypatch)
     assert_close_logits(got[50:], plain[50:])
 
 
+@pytest.mark.parametrize("arch,n_embd", [("llama", 64), ("llama", 1280), ("llama31", 64), ("qwen2", 64)])
+def test_cuda_qkv_rope_in_one_launch_is_bit_identical(tmp_path, monkeypatch, arch, n_embd):
+    # norm_qkv_rope_store: the Q/K/V matvec with RoPE and the cache store in its epilogue
+    # (qkv_rope.cu) against the matvec then rope_store_kernel (GAACRT_CUDA_QKV_ROPE=0), for NORM
+    # RoPE with the norm inside the launch (64 wide) and before it (1,280), llama3's frequency
+    # factors, and NeoX RoPE with Q/K/V biases (qwen2); one-token and three-token decode steps.
+    from fixtures.tiny_models import write_tiny_model
+    path = write_tiny_model(tmp_path / f"{arch}.gguf", arch, seed=7, weight_type="q4_0", n_embd=n_embd,
+                            n_head=4, n_head_kv=2, head_dim=64 if n_embd > 64 else 16)
+    n_vocab = gaacrt.Model(str(path), backend="cpu").n_vocab
+    toks = [int(t) for t in np.random.default_rng(8).integers(3, n_vocab, 40)]
+
+    def run():
+        m = gaacrt.Model(str(path), backend="cuda")
+        s = m.session(n_ctx=64)
+        s.eval(toks[:20])
+        rows = []
+        for t in toks[20:30]:
+            s.eval([t])
+            rows.append(s.logits())
+        for i in range(30, 39, 3):
+            s.eval(toks[i:i + 3])
+            rows.append(s.logits())
+        return np.vstack(rows)
+
+    fused = run()
+    monkeypatch.setenv("GAACRT_CUDA_QKV_ROPE", "0")
+    apart = run()
+    assert np.isfinite(fused).all()
+    assert np.array_equal(fused.view(np.uint32), apart.view(np.uint32))
+
+
 def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):
     gpu = gaacrt.Model(str(model_path), backend="cuda")
     rng = np.random.default_rng(4)

@@ -60,6 +60,10 @@ class CudaBackend final : public Backend {
   // weights, bit-identical to the reference compositions in backend.cpp; anything else falls back.
   void norm_matmuls(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, int n_w,
                     const WeightView* w, const float* const* bias, float* const* y, float* xn) override;
+  void norm_qkv_rope_store(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                           const WeightView* w, const float* const* bias, float* q, float* k, float* v, float* xn,
+                           int32_t n_head, const float* q_norm, const float* k_norm, const int32_t* pos,
+                           const RopeParams& rope, const KVLayerView& kv, const KVTokenSlot* slots) override;
   void qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
                      const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope, const KVLayerView& kv,
                      const KVTokenSlot* slots) override;

@@ -1,9 +1,11 @@
 // fused.cu — CudaBackend's fused decode ops (backend.h "fused ops"): norm + activation quantize
 // once, then Q/K/V (or gate/up + activation) in one launch (matvec_q8.cu). Bit-identical to the
 // reference compositions in backend.cpp run on this backend; batches the int8 path does not take
-// (prefill, float weights) use those compositions. qk_rope_store is in rope.cu.
+// (prefill, float weights) use those compositions. qk_rope_store is in rope.cu; the Q/K/V + RoPE +
+// store kernel of norm_qkv_rope_store in qkv_rope.cu.
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "kernels/rope_math.cuh"
 #include "matvec_q8.cuh"
 
 namespace gaacrt::cuda {
@@ -25,6 +27,21 @@ void CudaBackend::norm_matmuls(const float* x, const float* norm_w, float eps, i
   const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim, q16_);
   const NormX nx{x, norm_w, eps, xn};
   matvec_q8_multi(w, n_w, y, bias, a, stream_, &nx);  // the norm in the matvec's launch where it fits
+}
+
+void CudaBackend::norm_qkv_rope_store(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                                      const WeightView* w, const float* const* bias, float* q, float* k, float* v,
+                                      float* xn, int32_t n_head, const float* q_norm, const float* k_norm,
+                                      const int32_t* pos, const RopeParams& rope, const KVLayerView& kv,
+                                      const KVTokenSlot* slots) {
+  if (q8_decode(n_tok, dim, w, 3) && norm_quant_q8_aligned(x, norm_w, xn) && rope_store_fuses(q_norm, k_norm, rope, kv)) {
+    const Q8Act a = q8_act(scratch(matvec_q8_scratch_bytes(n_tok, dim)), n_tok, dim, q16_);
+    const NormX nx{x, norm_w, eps, xn};
+    float* const y[3] = {q, k, v};
+    if (matvec_q8_qkv_rope(w, bias, y, a, &nx, n_head, pos, rope, kv, slots, stream_)) return;
+  }
+  Backend::norm_qkv_rope_store(x, norm_w, eps, n_tok, dim, w, bias, q, k, v, xn, n_head, q_norm, k_norm, pos, rope, kv,
+                               slots);
 }
 
 void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,

@@ -64,6 +64,14 @@ bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx);
 // launch where matvec_q8_norm_fits holds and the types agree, else by norm_quant_q8 into `a` first.
 void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
                      cudaStream_t stream, const NormX* norm = nullptr);
+// y = {q, k, v} as matvec_q8_multi makes them (w = Q, K, V weights of one type, norm as there),
+// then RoPE of q and k at positions pos and k, v stored in the cache (rope_store_kernel), in one
+// launch (qkv_rope.cu). False, nothing launched, where it does not apply: weights of mixed types
+// or not n_head / kv.n_head_kv heads of kv.head_dim rows, a partial rotation, or
+// GAACRT_CUDA_QKV_ROPE=0. The caller checks rope_store_fuses (kernels/rope_math.cuh).
+bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* const* y, const Q8Act& a,
+                        const NormX* norm, int32_t n_head, const int32_t* pos, const RopeParams& rope,
+                        const KVLayerView& kv, const KVTokenSlot* slots, cudaStream_t stream);
 // h = act(x·gateᵀ) ⊙ (x·upᵀ) in one launch (same bits as two matvec_q8 and act_mul); false when
 // gate and up differ in type or shape (nothing launched). norm: as for matvec_q8_multi.
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,

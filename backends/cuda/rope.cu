@@ -8,37 +8,13 @@
 #include "common/half.h"
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "kernels/rope_math.cuh"
 #include "lossy_ops.h"
 
 namespace gaacrt::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-
-struct RopeConst {
-  int32_t n_rot, half, style;
-  double base;
-  double freq_scale;
-  float ext_factor, mscale;  // mscale: attn_factor, times the YaRN magnitude correction when on
-  float corr0, corr1;        // YaRN ramp ends (dims), from yarn_corr_dims on the host
-};
-
-// cos and sin (times mscale) of pair i at position p.
-__device__ __forceinline__ void rope_cs(int i, int32_t p, const float* __restrict__ freq_factors, const RopeConst& c,
-                                        float& cs, float& sn) {
-  double inv_freq = pow(c.base, -2.0 * i / c.n_rot);
-  if (freq_factors) inv_freq /= freq_factors[i];
-  const double extrap = (double)p * inv_freq;
-  double theta = c.freq_scale * extrap;
-  if (c.ext_factor != 0.f) {
-    const float y = ((2 * i) / 2 - c.corr0) / fmaxf(0.001f, c.corr1 - c.corr0);
-    const float ramp = 1.f - fminf(1.f, fmaxf(0.f, y));
-    const float mix = ramp * c.ext_factor;
-    theta = theta * (1 - mix) + extrap * mix;
-  }
-  cs = (float)cos(theta) * c.mscale;
-  sn = (float)sin(theta) * c.mscale;
-}
 
 // Thread idx's work: token t, the channels a and b of pair i (interleaved or NeoX halves), and
 // the pair's cos/sin at the token's position.
@@ -75,15 +51,6 @@ __global__ void rope_kernel(float* x, int64_t n_tok, int32_t n_heads, int32_t he
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n_pairs = n_tok * c.half;
   if (idx >= n_pairs * n_heads) return;
   rotate_head(x, rope_pair(idx % n_pairs, pos, freq_factors, c), (int32_t)(idx / n_pairs), n_heads, head_dim);
-}
-
-// Where kv_store.cu writes channel c of head h's K (is_v 0) or V (is_v 1) for the token in slot s.
-__device__ __forceinline__ uint16_t* bf16_dst(const KVLayerView& kv, const KVTokenSlot& s, int32_t h, int32_t is_v,
-                                              int32_t c) {
-  const int32_t block = s.pos / KV_BLOCK_TOKENS, row = s.pos % KV_BLOCK_TOKENS;
-  const int32_t half = c / kv.tile_dim, cc = c % kv.tile_dim;
-  const uint32_t e = s.table[kv_entry_index(kv, h, is_v, half, block)];
-  return reinterpret_cast<uint16_t*>(kv.arena + (uint64_t)e * kv.page_bytes) + row * kv.tile_dim + cc;
 }
 
 // qk_rope_store without q/k norms, whole-head rotation: rope_kernel on q and k, then kv_store of
@@ -129,6 +96,8 @@ __global__ void rope_store_kernel(float* q, float* k, const float* __restrict__ 
   *dst[3] = f32_to_bf16(vr[p.b]);
 }
 
+}  // namespace
+
 RopeConst rope_const(const RopeParams& p, int32_t head_dim) {
   if (p.n_rot <= 0 || p.n_rot % 2 || p.n_rot > head_dim)
     throw Error("backend", "invalid_argument",
@@ -154,7 +123,12 @@ RopeConst rope_const(const RopeParams& p, int32_t head_dim) {
   return c;
 }
 
-}  // namespace
+
+bool rope_store_fuses(const float* q_norm, const float* k_norm, const RopeParams& rope, const KVLayerView& kv) {
+  return !q_norm && !k_norm && rope.n_rot == kv.head_dim_k && kv.head_dim_k == kv.head_dim_v &&
+         kv.head_dim_k == kv.tile_dim * kv.n_half &&
+         (kv.format == KVFormat::BF16 || kv.format == KVFormat::GAAC || lossy::is_lossy(kv.format));
+}
 
 void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_dim, const int32_t* pos,
                        const RopeParams& p) {
@@ -169,10 +143,7 @@ void CudaBackend::rope(float* x, int64_t n_tok, int32_t n_heads, int32_t head_di
 void CudaBackend::qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
                                 const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope,
                                 const KVLayerView& kv, const KVTokenSlot* slots) {
-  const bool fused = !q_norm && !k_norm && rope.n_rot == kv.head_dim_k && kv.head_dim_k == kv.head_dim_v &&
-                     kv.head_dim_k == kv.tile_dim * kv.n_half &&
-                     (kv.format == KVFormat::BF16 || kv.format == KVFormat::GAAC || lossy::is_lossy(kv.format));
-  if (!fused || n_tok <= 0) {
+  if (!rope_store_fuses(q_norm, k_norm, rope, kv) || n_tok <= 0) {
     Backend::qk_rope_store(q, k, v, n_tok, n_head, q_norm, k_norm, eps, pos, rope, kv, slots);
     return;
   }

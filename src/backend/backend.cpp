@@ -54,6 +54,16 @@ void Backend::qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, i
   kv_store(kv, slots, n_tok, k, v);
 }
 
+void Backend::norm_qkv_rope_store(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                                  const WeightView* w, const float* const* bias, float* q, float* k, float* v,
+                                  float* xn, int32_t n_head, const float* q_norm, const float* k_norm,
+                                  const int32_t* pos, const RopeParams& rope, const KVLayerView& kv,
+                                  const KVTokenSlot* slots) {
+  float* y[3] = {q, k, v};
+  norm_matmuls(x, norm_w, eps, n_tok, dim, 3, w, bias, y, xn);
+  qk_rope_store(q, k, v, n_tok, n_head, q_norm, k_norm, eps, pos, rope, kv, slots);
+}
+
 void Backend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {
   matmul(w, x, n_tok, tmp, nullptr);
   add(y, tmp, n_tok * w.n_rows);

@@ -151,6 +151,14 @@ class Backend {
   virtual void qk_rope_store(float* q, float* k, const float* v, int64_t n_tok, int32_t n_head, const float* q_norm,
                              const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope,
                              const KVLayerView& kv, const KVTokenSlot* slots);
+  // The attention block's input: norm_matmuls of x with w = {Q, K, V} (bias as there) into q, k,
+  // v, then qk_rope_store of them — the reference is exactly that composition; a backend may run
+  // it in fewer launches.
+  virtual void norm_qkv_rope_store(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                                   const WeightView* w, const float* const* bias, float* q, float* k, float* v,
+                                   float* xn, int32_t n_head, const float* q_norm, const float* k_norm,
+                                   const int32_t* pos, const RopeParams& rope, const KVLayerView& kv,
+                                   const KVTokenSlot* slots);
   // Residual projection: y(n_tok, w.n_rows) += x(n_tok, w.n_cols) · wᵀ; tmp (n_tok, w.n_rows) is work
   // space (the reference: matmul into tmp, then add).
   virtual void matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp);

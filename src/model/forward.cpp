@@ -198,9 +198,8 @@ void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t*
     // ---- attention block ----
     const WeightView qkv_w[3] = {L.wq, L.wk, L.wv};
     const float* qkv_b[3] = {L.bq, L.bk, L.bv};
-    float* qkv_y[3] = {q_, k_, v_};
-    be_.norm_matmuls(x_, L.attn_norm, c.rms_eps, n, c.n_embd, 3, qkv_w, qkv_b, qkv_y, xn_);
-    be_.qk_rope_store(q_, k_, v_, n, c.n_head, L.q_norm, L.k_norm, c.rms_eps, pos, c.rope_for(il), kv, slots);
+    be_.norm_qkv_rope_store(x_, L.attn_norm, c.rms_eps, n, c.n_embd, qkv_w, qkv_b, q_, k_, v_, xn_, c.n_head, L.q_norm,
+                            L.k_norm, pos, c.rope_for(il), kv, slots);
     const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f, n};
     be_.attention(kv, args, lseqs, ns, q_, attn_);
     residual(L.wo, attn_, L.post_attn_norm);

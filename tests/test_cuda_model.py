@@ -72,16 +72,12 @@ def test_cuda_q4_0_model_in_the_group8_layout_matches_cpu(tmp_path, monkeypatch)
     assert_close_logits(got[50:], plain[50:])
 
 
-@pytest.mark.parametrize("switch", ["GAACRT_CUDA_QKV_ROPE", "GAACRT_CUDA_FFN_QUANT_OUT"])
 @pytest.mark.parametrize("arch,n_embd", [("llama", 64), ("llama", 1280), ("llama31", 64), ("qwen2", 64)])
-def test_cuda_fused_decode_launches_are_bit_identical(tmp_path, monkeypatch, switch, arch, n_embd):
-    # The decode step's fusions against the launches they replace (switch=0), for NORM RoPE with
-    # the norm inside the launch (64 wide) and before it (1,280), llama3's frequency factors, and
-    # NeoX RoPE with Q/K/V biases (qwen2); one-token and three-token decode steps:
-    #   GAACRT_CUDA_QKV_ROPE: norm_qkv_rope_store, the Q/K/V matvec with RoPE and the cache store
-    #     in its epilogue (qkv_rope.cu), vs the matvec then rope_store_kernel;
-    #   GAACRT_CUDA_FFN_QUANT_OUT: norm_ffn_add, gate/up quantizing h as it is made for the down
-    #     projection (matvec_q8.cu quantize_out), vs a quantize launch before it.
+def test_cuda_qkv_rope_in_one_launch_is_bit_identical(tmp_path, monkeypatch, arch, n_embd):
+    # norm_qkv_rope_store: the Q/K/V matvec with RoPE and the cache store in its epilogue
+    # (qkv_rope.cu) against the matvec then rope_store_kernel (GAACRT_CUDA_QKV_ROPE=0), for NORM
+    # RoPE with the norm inside the launch (64 wide) and before it (1,280), llama3's frequency
+    # factors, and NeoX RoPE with Q/K/V biases (qwen2); one-token and three-token decode steps.
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / f"{arch}.gguf", arch, seed=7, weight_type="q4_0", n_embd=n_embd,
                             n_head=4, n_head_kv=2, head_dim=64 if n_embd > 64 else 16)
@@ -102,7 +98,7 @@ def test_cuda_fused_decode_launches_are_bit_identical(tmp_path, monkeypatch, swi
         return np.vstack(rows)
 
     fused = run()
-    monkeypatch.setenv(switch, "0")
+    monkeypatch.setenv("GAACRT_CUDA_QKV_ROPE", "0")
     apart = run()
     assert np.isfinite(fused).all()
     assert np.array_equal(fused.view(np.uint32), apart.view(np.uint32))

@@ -108,7 +108,17 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   float* part = nullptr;
   if (n_split > 1) {
     part = reinterpret_cast<float*>(scr + lossy_bytes);
-    counters(attn_counters_, attn_counters_n_, units, "growing the attention counters");
+    if (attn_counters_n_ < units) {  // arrival counters start at zero; the kernel leaves them so
+      no_capture("growing the attention counters");
+      ++epoch_;
+      GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      if (attn_counters_) cudaFree(attn_counters_);
+      attn_counters_ = nullptr;
+      attn_counters_n_ = 0;
+      GAACRT_CUDA_CHECK(cudaMalloc(&attn_counters_, (size_t)units * sizeof(int32_t)));
+      GAACRT_CUDA_CHECK(cudaMemsetAsync(attn_counters_, 0, (size_t)units * sizeof(int32_t), stream_));
+      attn_counters_n_ = units;
+    }
   }
   if (e8)  // attention_lossy.cu's kernel for any sequence of more than 16 rows
     lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,

@@ -50,7 +50,6 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (scratch_) cudaFree(scratch_);
   if (attn_counters_) cudaFree(attn_counters_);
-  if (ffn_counters_) cudaFree(ffn_counters_);
   if (errors_) cudaFreeHost(errors_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -114,21 +113,6 @@ void* CudaBackend::scratch(size_t bytes) {
     scratch_bytes_ = bytes;
   }
   return scratch_;
-}
-
-int32_t* CudaBackend::counters(int32_t*& buf, int64_t& have, int64_t n, const char* what) {
-  if (have < n) {
-    no_capture(what);
-    ++epoch_;
-    GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (buf) cudaFree(buf);
-    buf = nullptr;
-    have = 0;
-    GAACRT_CUDA_CHECK(cudaMalloc(&buf, (size_t)n * sizeof(int32_t)));
-    GAACRT_CUDA_CHECK(cudaMemsetAsync(buf, 0, (size_t)n * sizeof(int32_t), stream_));
-    have = n;
-  }
-  return buf;
 }
 
 namespace {

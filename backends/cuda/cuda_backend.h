@@ -68,9 +68,6 @@ class CudaBackend final : public Backend {
                      const float* k_norm, float eps, const int32_t* pos, const RopeParams& rope, const KVLayerView& kv,
                      const KVTokenSlot* slots) override;
   void matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) override;
-  void norm_ffn_add(float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, const WeightView& gate,
-                    const WeightView& up, const WeightView& down, Activation act, float* h, float* up_scratch, float* xn,
-                    float* tmp) override;
   void norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, const WeightView& gate,
                     const WeightView& up, Activation act, float* h, float* up_scratch, float* xn) override;
 
@@ -85,9 +82,6 @@ class CudaBackend final : public Backend {
   void* scratch(size_t bytes);
   // Throws while recording: `what` would synchronize or reallocate.
   void no_capture(const char* what) const;
-  // A buffer of at least n int32 arrival counters, zero (kernels that count leave them zero):
-  // grown like scratch (bumps epoch_; not while recording).
-  int32_t* counters(int32_t*& buf, int64_t& have, int64_t n, const char* what);
 
   int device_;
   bool q16_;  // 16-bit activations (act_bits 16), else 8-bit
@@ -99,9 +93,7 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   int32_t* attn_counters_ = nullptr;  // attention.cu: split-K arrival counters (zeroed once, kernels reset them)
   int64_t attn_counters_n_ = 0;
-  int32_t* ffn_counters_ = nullptr;   // fused.cu: the h quantization's per-group arrival counters
-  int64_t ffn_counters_n_ = 0;
-  uint64_t epoch_ = 0;      // bumped whenever scratch_ or a counter buffer is replaced
+  uint64_t epoch_ = 0;      // bumped whenever scratch_ or attn_counters_ is replaced
   bool capturing_ = false;
 };
 

@@ -3,8 +3,6 @@
 // reference compositions in backend.cpp run on this backend; batches the int8 path does not take
 // (prefill, float weights) use those compositions. qk_rope_store is in rope.cu; the Q/K/V + RoPE +
 // store kernel of norm_qkv_rope_store in qkv_rope.cu.
-#include <cstdlib>
-
 #include "cuda_backend.h"
 #include "cuda_common.h"
 #include "kernels/rope_math.cuh"
@@ -65,35 +63,6 @@ void CudaBackend::norm_gate_up(const float* x, const float* norm_w, float eps, i
     return;
   }
   Backend::norm_gate_up(x, norm_w, eps, n_tok, dim, gate, up, act, h, up_scratch, xn);
-}
-
-void CudaBackend::norm_ffn_add(float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
-                               const WeightView& gate, const WeightView& up, const WeightView& down, Activation act,
-                               float* h, float* up_scratch, float* xn, float* tmp) {
-  // h quantized by the gate/up launch itself (matvec_q8.cu quantize_out): the down projection
-  // reads it without a quantize launch of its own. GAACRT_CUDA_FFN_QUANT_OUT=0: the reference.
-  const char* e = std::getenv("GAACRT_CUDA_FFN_QUANT_OUT");
-  const bool off = e && e[0] == '0';
-  const WeightView w[2] = {gate, up};
-  const int64_t n_ff = gate.n_rows;
-  if (!off && q8_decode(n_tok, dim, w, 2) && gate.type == up.type && gate.layout == up.layout &&
-      gate.n_rows == up.n_rows && (act == Activation::SiLU || act == Activation::GeluTanh) && n_ff % 32 == 0 &&
-      down.n_cols == n_ff && matvec_q8_supported(down.type) && norm_quant_q8_aligned(x, norm_w, xn)) {
-    const size_t xa = (matvec_q8_scratch_bytes(n_tok, dim) + 255) & ~(size_t)255;
-    auto* s = static_cast<uint8_t*>(scratch(xa + matvec_q8_scratch_bytes(n_tok, n_ff)));
-    const Q8Act a = q8_act(s, n_tok, dim, q16_), ha = q8_act(s + xa, n_tok, n_ff, q16_);
-    auto* cnt = reinterpret_cast<uint32_t*>(counters(ffn_counters_, ffn_counters_n_, n_ff / 32, "growing the FFN counters"));
-    const NormX nx{x, norm_w, eps, xn};
-    const NormX* norm = &nx;
-    if (!matvec_q8_norm_fits(n_tok, dim, nx)) {
-      norm_quant_q8(x, norm_w, eps, n_tok, dim, xn, a, stream_);
-      norm = nullptr;
-    }
-    matvec_q8_gate_up(gate, up, act, h, a, stream_, norm, &ha, cnt);
-    matvec_q8_quantized(down, ha, x, nullptr, stream_, true);
-    return;
-  }
-  Backend::norm_ffn_add(x, norm_w, eps, n_tok, dim, gate, up, down, act, h, up_scratch, xn, tmp);
 }
 
 void CudaBackend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {

@@ -128,43 +128,11 @@ matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, XQ x, NormX nx) {
   }
 }
 
-// Where gate/up also quantize h for the down projection (a.q null: they do not). a.n_cols is
-// n_rows, a multiple of 32, so every thread block is whole; counters: one per 32 rows, zero.
-struct HOut {
-  Q8Act a;
-  uint32_t* counters;
-};
-
-// The epilogue that quantizes h as it is made: h's 32-value groups span 32 / R thread blocks, so
-// each block, once its lanes' h values are stored and fenced, counts itself in on its group's
-// counter, and the last to arrive quantizes the group (quantize_block, the same bits as the
-// quantize_q8 launch this saves) and resets the counter for the next launch. The threadFence-
-// reduction pattern: the writers fence before the count, the last block reads h past L1 (__ldcg).
-__device__ __forceinline__ void quantize_out(const float* h, int64_t n_rows, int n_tok, int lane, const HOut& o) {
-  __shared__ bool last;
-  const int per_group = 32 / (int)(blockDim.x / kWarpSize);
-  const int64_t group = (int64_t)blockIdx.x / per_group;
-  if (lane == 0) __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(o.counters + group, 1u) == (unsigned)per_group - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int warp = threadIdx.x / kWarpSize, n_warps = blockDim.x / kWarpSize;
-  for (int t = warp; t < n_tok; t += n_warps) {
-    const float v = __ldcg(h + (int64_t)t * n_rows + group * 32 + lane);
-    if (o.a.lo) quantize_block<true>(v, lane, o.a, (int64_t)t * (n_rows / 32) + group);
-    else quantize_block<false>(v, lane, o.a, (int64_t)t * (n_rows / 32) + group);
-  }
-  if (threadIdx.x == 0) o.counters[group] = 0;
-}
-
 // h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
 template <typename Block, int QK, int T, bool kQ16, bool kNorm, int kAct>
 __global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
-                         int64_t n_rows, int64_t n_cols, int n_tok, XQ x, NormX nx, float* __restrict__ h,
-                         HOut hout) {
+                         int64_t n_rows, int64_t n_cols, int n_tok, XQ x, NormX nx, float* __restrict__ h) {
   const int64_t row = (int64_t)blockIdx.x * rows_per_block<kNorm>() + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (!kNorm && row >= n_rows) return;  // kNorm: every warp takes part in the prologue
@@ -187,7 +155,6 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
     }
     h[(int64_t)t * n_rows + row] = r;
   }
-  if (hout.a.q) quantize_out(h, n_rows, n_tok, lane, hout);
 }
 
 // norm_quant_row as a launch of its own, one block of norm_threads(dim) per row.
@@ -229,23 +196,14 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
     throw Error("backend", "invalid_argument",
                 strfmt("cuda matvec_q8: %lld tokens of %lld columns", (long long)n_tok, (long long)w.n_cols));
   check_q8_alignment(w, "matvec_q8");
-  matvec_q8_quantized(w, quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16), y, bias, stream, accumulate);
-}
-
-void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
-                         bool accumulate) {
-  if (a.n_tok < 1 || a.n_tok > kMatvecQ8MaxTokens || a.n_cols != w.n_cols || w.n_cols % 32 || !matvec_q8_supported(w.type))
-    throw Error("backend", "invalid_argument",
-                strfmt("cuda matvec_q8_quantized: %lld tokens of %lld columns (weight %lld columns, %s)",
-                       (long long)a.n_tok, (long long)a.n_cols, (long long)w.n_cols, type_name(w.type)));
-  check_q8_alignment(w, "matvec_q8_quantized");
+  const XQ xq = xq_of(quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16));
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
+  dispatch_bits(q16, [&](auto bits) { dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     constexpr bool kQ16 = decltype(bits)::value;
     auto run = [&](auto kernel) {
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
-          w.row_stride, w.n_rows, w.n_cols, (int)a.n_tok, xq_of(a), y, bias);
+          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, y, bias);
     };
     if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, kQ16, true>);
     else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, kQ16, false>);
@@ -362,15 +320,10 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
 }
 
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
-                       cudaStream_t stream, const NormX* norm, const Q8Act* h_quant, uint32_t* counters) {
+                       cudaStream_t stream, const NormX* norm) {
   if (gate.type != up.type || gate.layout != up.layout || gate.n_rows != up.n_rows ||
       (act != Activation::SiLU && act != Activation::GeluTanh))
     return false;
-  if (h_quant && (gate.n_rows % 32 || h_quant->n_cols != gate.n_rows || h_quant->n_tok != a.n_tok || !counters ||
-                  (h_quant->lo == nullptr) != (a.lo == nullptr)))
-    throw Error("backend", "invalid_argument",
-                strfmt("cuda matvec_q8_gate_up: h of %lld rows cannot be quantized as it is made here",
-                       (long long)gate.n_rows));
   check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
   if (norm && !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm))
@@ -379,7 +332,6 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
   const unsigned grid = (unsigned)((gate.n_rows + R - 1) / R);
   const NormX nx = norm ? *norm : NormX{};
   const size_t smem = norm ? norm_smem_bytes(a) : 0;
-  const HOut hout{h_quant ? *h_quant : Q8Act{}, counters};
   dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(gate, [&](auto bt) {
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;
@@ -388,7 +340,7 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
     const auto* u = static_cast<const uint8_t*>(up.data);
     auto run = [&](auto kernel) {
       launch_kernel(kernel, grid, R * kWarpSize, smem, stream, g, gate.row_stride, u, up.row_stride, gate.n_rows,
-                    a.n_cols, (int)a.n_tok, xq_of(a), nx, h, hout);
+                    a.n_cols, (int)a.n_tok, xq_of(a), nx, h);
     };
     if (norm) {
       if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, true, 0>);

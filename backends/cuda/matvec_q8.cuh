@@ -18,10 +18,6 @@ size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols);
 void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
                cudaStream_t stream, bool q16, bool accumulate = false);
 
-// matvec_q8 on activations already quantized (quantize_q8, norm_quant_q8, or matvec_q8_gate_up's h_quant).
-struct Q8Act;
-void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
-                         bool accumulate);
 
 // Activations quantized for matvec_q8 in scratch: int8 values (n_tok, n_cols) — with 16 bits their
 // high bytes, then the low bytes in lo (null with 8 bits) — then per 32 values the scale d, d·Σq
@@ -78,11 +74,8 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
                         const KVLayerView& kv, const KVTokenSlot* slots, cudaStream_t stream);
 // h = act(x·gateᵀ) ⊙ (x·upᵀ) in one launch (same bits as two matvec_q8 and act_mul); false when
 // gate and up differ in type or shape (nothing launched). norm: as for matvec_q8_multi.
-// h_quant: h is also quantized into it as it is made (the down projection's input; gate.n_rows a
-// multiple of 32, a's precision), counters: gate.n_rows / 32 zeros the kernel leaves zero.
 bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
-                       cudaStream_t stream, const NormX* norm = nullptr, const Q8Act* h_quant = nullptr,
-                       uint32_t* counters = nullptr);
+                       cudaStream_t stream, const NormX* norm = nullptr);
 // matvec_q8 in one launch, each thread block quantizing x into shared memory; false (nothing
 // launched) where quantizing x in every block costs more than a second launch: x of more than
 // kMatvecQ8SelfMaxValues values (H200, Llama-3.1-8B shape: o-proj, 4,096 columns, 19.3 µs in one

@@ -64,13 +64,6 @@ void Backend::norm_qkv_rope_store(const float* x, const float* norm_w, float eps
   qk_rope_store(q, k, v, n_tok, n_head, q_norm, k_norm, eps, pos, rope, kv, slots);
 }
 
-void Backend::norm_ffn_add(float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, const WeightView& gate,
-                           const WeightView& up, const WeightView& down, Activation act, float* h, float* up_scratch,
-                           float* xn, float* tmp) {
-  norm_gate_up(x, norm_w, eps, n_tok, dim, gate, up, act, h, up_scratch, xn);
-  matmul_add(down, h, n_tok, x, tmp);
-}
-
 void Backend::matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp) {
   matmul(w, x, n_tok, tmp, nullptr);
   add(y, tmp, n_tok * w.n_rows);

@@ -162,12 +162,6 @@ class Backend {
   // Residual projection: y(n_tok, w.n_rows) += x(n_tok, w.n_cols) · wᵀ; tmp (n_tok, w.n_rows) is work
   // space (the reference: matmul into tmp, then add).
   virtual void matmul_add(const WeightView& w, const float* x, int64_t n_tok, float* y, float* tmp);
-  // The feed-forward block with its residual: x += act(rms_norm(x)·gateᵀ) ⊙ (rms_norm(x)·upᵀ) ·
-  // downᵀ — the reference is norm_gate_up into h, then matmul_add of down (tmp as there); a
-  // backend may hand h to the down projection in its own form (CUDA: quantized as it is made).
-  virtual void norm_ffn_add(float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim, const WeightView& gate,
-                            const WeightView& up, const WeightView& down, Activation act, float* h, float* up_scratch,
-                            float* xn, float* tmp);
   // Gate/up + activation: h(n_tok, n_ff) = act(rms_norm(x)·gateᵀ) ⊙ (rms_norm(x)·upᵀ); `up_scratch`
   // (n_tok, n_ff) and xn (n_tok, dim) are work space.
   virtual void norm_gate_up(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,

@@ -205,12 +205,8 @@ void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t*
     residual(L.wo, attn_, L.post_attn_norm);
 
     // ---- feed-forward block ----
-    if (c.post_norms) {
-      be_.norm_gate_up(x_, L.ffn_norm, c.rms_eps, n, c.n_embd, L.w_gate, L.w_up, c.act, gate_, up_, xn_);
-      residual(L.w_down, gate_, L.post_ffw_norm);
-    } else {
-      be_.norm_ffn_add(x_, L.ffn_norm, c.rms_eps, n, c.n_embd, L.w_gate, L.w_up, L.w_down, c.act, gate_, up_, xn_, o_);
-    }
+    be_.norm_gate_up(x_, L.ffn_norm, c.rms_eps, n, c.n_embd, L.w_gate, L.w_up, c.act, gate_, up_, xn_);
+    residual(L.w_down, gate_, L.post_ffw_norm);
   }
 
   // ---- LM head on the rows that want logits ----

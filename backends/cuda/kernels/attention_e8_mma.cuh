@@ -153,22 +153,11 @@ __device__ __forceinline__ void e8_query(const float* qv, bool valid, const floa
   const bool upper = lane >= 16;
   // This lane's codes j = tig * kKs + s (one per k-step s): dims 8j .. 8j + 7. The four lanes of a
   // row hold all of it.
-  // fmaxf drops a NaN, and a NaN or Inf becomes an integer part like any value: such a row is
-  // marked here and its score steps made NaN below, so its scores, softmax and output are NaN as
-  // the CPU's and the raw pages' are (adding 0 to a finite step changes no bit).
   float amax = 0.f;
-  int bad = 0;
 #pragma unroll
-  for (int x = 0; x < 8 * kKs; ++x) {
-    const float v = valid ? qv[8 * tig * kKs + x] : 0.f;
-    amax = fmaxf(amax, fabsf(v));
-    bad |= !isfinite(v);
-  }
+  for (int x = 0; x < 8 * kKs; ++x) amax = fmaxf(amax, fabsf(valid ? qv[8 * tig * kKs + x] : 0.f));
   amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 2));
-  bad |= __shfl_xor_sync(kFull, bad, 1);
-  bad |= __shfl_xor_sync(kFull, bad, 2);
-  const float poison = bad ? __int_as_float(0x7fc00000) : 0.f;
   const float s1 = amax * (1.f / 127.f), s2 = s1 * (1.f / 128.f), s3 = s2 * (1.f / 128.f);
   const float i1 = amax > 0.f ? 127.f / amax : 0.f, i2 = i1 * 128.f, i3 = i2 * 128.f;
   int32_t sum1 = 0, sum2 = 0, sum3 = 0;
@@ -205,8 +194,8 @@ __device__ __forceinline__ void e8_query(const float* qv, bool valid, const floa
     sum3 += __shfl_xor_sync(kFull, sum3, x);
     cadd += __shfl_xor_sync(kFull, cadd, x);
   }
-  Q.sA = (upper ? s2 : s1) * 0.25f * inv_alpha + poison;
-  Q.sB = (upper ? 0.f : s3 * 0.25f * inv_alpha) + poison;
+  Q.sA = (upper ? s2 : s1) * 0.25f * inv_alpha;
+  Q.sB = upper ? 0.f : s3 * 0.25f * inv_alpha;
   Q.kA = kMagicBits - 15 * (upper ? sum2 : sum1);
   Q.kB = kMagicBits - 15 * (upper ? 0 : sum3);
   Q.cadd = cadd;

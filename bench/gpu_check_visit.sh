@@ -21,6 +21,9 @@
 #            (GAACRT_CUDA_GROUP8=1|0), the same run (not a default stage)
 #   q4k      the 8B shape with Q4_K projections (gen_8b.py --body-type q4_k; the same bytes as
 #            Q4_0): its decode kernels and tg128 beside the Q4_0 model's (not a default stage)
+#   ab       an on/off switch timed in one visit (the same command moves by several percent
+#            between visits): AB_SWITCH=GAACRT_CUDA_... set to 1, 0, 1, 0 around tg128 at depth 0
+#            of the 8B shape (16- and 8-bit x) and the SmolLM2 shape's graph decode (not a default stage)
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
@@ -41,7 +44,7 @@ if has tests; then
   GAACRT_CUDA_MMA_MATMUL=${TEST_PREFILL:-} timeout 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
     tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -81,6 +84,18 @@ if has layout; then
     stage "tg128, GAACRT_CUDA_GROUP8=$G"
     GAACRT_CUDA_GROUP8=$G timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 2>&1 |
       grep -E "^\| 0 \|"
+  done
+fi
+if has ab; then
+  : "${AB_SWITCH:?set AB_SWITCH to the variable to flip}"
+  for bits in 16 8; do for v in 1 0 1 0; do
+    echo -n "$AB_SWITCH=$v, ${bits}-bit x: "
+    env "$AB_SWITCH=$v" timeout 100 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 \
+      --act-bits "$bits" 2>&1 | grep -E "^tg128" | head -1
+  done; done
+  for v in 1 0 1 0; do
+    echo -n "$AB_SWITCH=$v: "
+    env "$AB_SWITCH=$v" timeout 60 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -1
   done
 fi
 if has q4k; then

@@ -62,7 +62,7 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n_blocks = n_tok * (n_cols / 32);
-  const Q8Act sx = carve_xq(smem, n_tok, n_cols, kQ16);
+  const Q8Act sx = q8_act(smem, n_tok, n_cols, kQ16);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = (int64_t)blockIdx.x * kSelfRows + warp;
   auto quantize_x = [&] {
@@ -231,7 +231,6 @@ Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, 
   return a;
 }
 
-Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols, bool q16) { return carve_xq(scratch, n_tok, n_cols, q16); }
 
 bool norm_quant_q8_aligned(const float* x, const float* norm_w, const float* xn) {
   return aligned16(x) && aligned16(norm_w) && aligned16(xn);  // the int8 scratch is cudaMalloc'd
@@ -262,11 +261,6 @@ bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx) {
          xq_bytes(n_tok, dim, true) <= kSmemLimit && norm_quant_q8_aligned(nx.x, nx.w, nx.xn);
 }
 
-namespace {
-// Shared bytes of the kNorm kernels: x quantized (one or two byte planes) and its scales.
-size_t norm_smem_bytes(const Q8Act& a) { return xq_bytes(a.n_tok, a.n_cols, a.lo != nullptr); }
-}  // namespace
-
 void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
                      cudaStream_t stream, const NormX* norm) {
   if (n_w < 1 || n_w > 3) throw Error("backend", "invalid_argument", strfmt("cuda matvec_q8_multi: %d matrices", n_w));
@@ -275,19 +269,16 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     check_q8(w[i], a.n_tok, a.n_cols, "matvec_q8_multi");
     same = same && w[i].type == w[0].type && w[i].layout == w[0].layout;
   }
-  if (norm && (!same || !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm))) {  // the norm in a launch of its own
-    norm_quant_q8(norm->x, norm->w, norm->eps, a.n_tok, a.n_cols, norm->xn, a, stream);
-    norm = nullptr;
-  }
+  norm = norm_in_launch(norm, same, a, stream);
   if (!same) {  // mixed types: one launch per matrix over the same quantized x
     for (int i = 0; i < n_w; ++i) {
       const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-      dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[i], [&](auto bt) {
+      dispatch_q8(w[i], a, [&](auto bt, auto nt, auto bits) {
         using BT = decltype(bt);
         launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value, false>,
             grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w[i].data), w[i].row_stride,
             w[i].n_rows, a.n_cols, (int)a.n_tok, xq_of(a), y[i], bias ? bias[i] : nullptr);
-      }); }); });
+      });
       GAACRT_CUDA_CHECK(cudaGetLastError());
     }
     return;
@@ -306,7 +297,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
   }
   const NormX nx = norm ? *norm : NormX{};
   const size_t smem = norm ? norm_smem_bytes(a) : 0;
-  dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[0], [&](auto bt) {
+  dispatch_q8(w[0], a, [&](auto bt, auto nt, auto bits) {
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;
     constexpr bool kQ16 = decltype(bits)::value;
@@ -315,7 +306,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     };
     if (norm) run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, true>);
     else run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, false>);
-  }); }); });
+  });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -332,7 +323,7 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
   const unsigned grid = (unsigned)((gate.n_rows + R - 1) / R);
   const NormX nx = norm ? *norm : NormX{};
   const size_t smem = norm ? norm_smem_bytes(a) : 0;
-  dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(gate, [&](auto bt) {
+  dispatch_q8(gate, a, [&](auto bt, auto nt, auto bits) {
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;
     constexpr bool kQ16 = decltype(bits)::value;
@@ -349,7 +340,7 @@ bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation 
       if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, false, 0>);
       else run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, false, 1>);
     }
-  }); }); });
+  });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
 }

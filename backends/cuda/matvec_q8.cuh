@@ -29,7 +29,22 @@ struct Q8Act {
   int32_t* n;
   int64_t n_tok, n_cols;
 };
-Q8Act q8_act(void* scratch, int64_t n_tok, int64_t n_cols, bool q16);  // scratch of matvec_q8_scratch_bytes
+// Bytes of that layout (n_cols % 32 == 0), and the layout carved from `base` (the scratch, or a
+// kernel's shared memory): q, with 16 bits lo, then per 32 values d, s and n.
+__host__ __device__ inline size_t xq_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
+  return (q16 ? 2 : 1) * (size_t)n_tok * n_cols + (2 * sizeof(float) + sizeof(int32_t)) * (size_t)n_tok * (n_cols / 32);
+}
+__host__ __device__ inline Q8Act q8_act(void* base, int64_t n_tok, int64_t n_cols, bool q16) {
+  Q8Act a;
+  a.q = static_cast<int8_t*>(base);
+  a.lo = q16 ? reinterpret_cast<uint8_t*>(a.q + n_tok * n_cols) : nullptr;
+  a.d = reinterpret_cast<float*>(a.q + (q16 ? 2 : 1) * n_tok * n_cols);  // n_cols % 32 == 0: aligned
+  a.s = a.d + n_tok * (n_cols / 32);
+  a.n = reinterpret_cast<int32_t*>(a.s + n_tok * (n_cols / 32));
+  a.n_tok = n_tok;
+  a.n_cols = n_cols;
+  return a;
+}
 // x(n_tok, n_cols) quantized into scratch (matvec_q8_scratch_bytes) in one launch: the
 // activations of every int8 path (matvec_q8, the prefill matmul of matmul_q8mma.cu). 16 bits:
 // backends/cpu/quantize_act.cpp quantize_row_q16's bits.

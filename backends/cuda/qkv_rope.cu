@@ -52,7 +52,8 @@ qkv_rope_kernel(QkvRopeArgs a, int64_t n_cols, int n_tok, XQ x, NormX nx) {
   if (!kNorm && !live) return;  // kNorm: every warp takes part in the prologue
   const int64_t p = live ? pair : n_pairs - 1;
   const int32_t h = (int32_t)(p / half), j = (int32_t)(p % half);
-  const int32_t ca = a.rc.style == 0 ? 2 * j : j, cb = a.rc.style == 0 ? 2 * j + 1 : j + half;
+  int ca, cb;
+  rope_channels(j, a.rc, ca, cb);
 
   // Before the wait: nothing here is the previous kernel's output.
   float cs[T], sn[T];
@@ -79,11 +80,7 @@ qkv_rope_kernel(QkvRopeArgs a, int64_t n_cols, int n_tok, XQ x, NormX nx) {
     // matvec_q8_multi_kernel's outputs, then rope_store_kernel's arithmetic on them.
     float ya = bias ? acc[0][t] + bias[(int64_t)h * d + ca] : acc[0][t];
     float yb = bias ? acc[1][t] + bias[(int64_t)h * d + cb] : acc[1][t];
-    if (i < 2) {
-      const float x0 = ya, x1 = yb;
-      ya = x0 * cs[t] - x1 * sn[t];
-      yb = x0 * sn[t] + x1 * cs[t];
-    }
+    if (i < 2) rope_rotate(ya, yb, cs[t], sn[t]);
     float* yt = a.y[i] + ((int64_t)t * a.heads[i] + h) * d;
     yt[ca] = ya;
     yt[cb] = yb;
@@ -115,10 +112,7 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
         w[m].n_rows != (int64_t)heads[m] * d || !matvec_q8_supported(w[m].type))
       return false;
   for (int m = 0; m < 3; ++m) check_q8_alignment(w[m], "matvec_q8_qkv_rope");
-  if (norm && !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm)) {  // the norm in a launch of its own
-    norm_quant_q8(norm->x, norm->w, norm->eps, a.n_tok, a.n_cols, norm->xn, a, stream);
-    norm = nullptr;
-  }
+  norm = norm_in_launch(norm, true, a, stream);
   const int R = norm ? kSelfRows : kRowsPerBlock;
   QkvRopeArgs q{};
   q.first[0] = 0;
@@ -137,8 +131,8 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
   q.kv = kv;
   q.slots = slots;
   const NormX nx = norm ? *norm : NormX{};
-  const size_t smem = norm ? xq_bytes(a.n_tok, a.n_cols, a.lo != nullptr) : 0;
-  dispatch_bits(a.lo, [&](auto bits) { dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w[0], [&](auto bt) {
+  const size_t smem = norm ? norm_smem_bytes(a) : 0;
+  dispatch_q8(w[0], a, [&](auto bt, auto nt, auto bits) {
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;
     constexpr bool kQ16 = decltype(bits)::value;
@@ -147,7 +141,7 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
     };
     if (norm) run(qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, true>);
     else run(qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, false>);
-  }); }); });
+  });
   GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
 }

@@ -29,8 +29,7 @@ __device__ __forceinline__ RopePair rope_pair(int64_t idx, const int32_t* pos, c
   r.t = idx / c.half;
   const int i = (int)(idx % c.half);
   rope_cs(i, pos[r.t], freq_factors, c, r.cs, r.sn);
-  r.a = c.style == 0 ? 2 * i : i;
-  r.b = c.style == 0 ? 2 * i + 1 : i + c.half;
+  rope_channels(i, c, r.a, r.b);
   return r;
 }
 
@@ -38,9 +37,10 @@ __device__ __forceinline__ RopePair rope_pair(int64_t idx, const int32_t* pos, c
 __device__ __forceinline__ void rotate_head(float* x, const RopePair& p, int32_t h, int32_t n_heads,
                                             int32_t head_dim) {
   float* v = x + (p.t * n_heads + h) * head_dim;
-  const float x0 = v[p.a], x1 = v[p.b];
-  v[p.a] = x0 * p.cs - x1 * p.sn;
-  v[p.b] = x0 * p.sn + x1 * p.cs;
+  float x0 = v[p.a], x1 = v[p.b];
+  rope_rotate(x0, x1, p.cs, p.sn);
+  v[p.a] = x0;
+  v[p.b] = x1;
 }
 
 // One thread per (head, token, pair i). (A thread per pair looping over the heads waited out one
@@ -122,7 +122,6 @@ RopeConst rope_const(const RopeParams& p, int32_t head_dim) {
   }
   return c;
 }
-
 
 bool rope_store_fuses(const float* q_norm, const float* k_norm, const RopeParams& rope, const KVLayerView& kv) {
   return !q_norm && !k_norm && rope.n_rot == kv.head_dim_k && kv.head_dim_k == kv.head_dim_v &&

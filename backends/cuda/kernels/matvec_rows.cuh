@@ -28,22 +28,6 @@ struct XQ {
   const int32_t* n;  // Σq per 32 values (pieces with a kOffset take their offset off with it)
 };
 
-// The layout of quantized activations in a buffer (the global scratch, or a kernel's shared
-// memory): q (n_tok · n_cols bytes), with 16 bits lo (as many), then per 32 values d, s and n.
-__host__ __device__ inline size_t xq_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
-  return (q16 ? 2 : 1) * (size_t)n_tok * n_cols + (2 * sizeof(float) + sizeof(int32_t)) * (size_t)n_tok * (n_cols / 32);
-}
-__host__ __device__ inline Q8Act carve_xq(void* base, int64_t n_tok, int64_t n_cols, bool q16) {
-  Q8Act a;
-  a.q = static_cast<int8_t*>(base);
-  a.lo = q16 ? reinterpret_cast<uint8_t*>(a.q + n_tok * n_cols) : nullptr;
-  a.d = reinterpret_cast<float*>(a.q + (q16 ? 2 : 1) * n_tok * n_cols);  // n_cols % 32 == 0: aligned
-  a.s = a.d + n_tok * (n_cols / 32);
-  a.n = reinterpret_cast<int32_t*>(a.s + n_tok * (n_cols / 32));
-  a.n_tok = n_tok;
-  a.n_cols = n_cols;
-  return a;
-}
 __host__ __device__ inline XQ xq_of(const Q8Act& a) { return XQ{a.q, a.lo, a.d, a.s, a.n}; }
 // Token t's row of a.
 __host__ __device__ inline Q8Act token_row(const Q8Act& a, int64_t t) {
@@ -313,7 +297,7 @@ struct XPrologue {
     pdl_begin();
     if constexpr (kNorm) {
       extern __shared__ __align__(16) uint8_t smem[];
-      const Q8Act sx = carve_xq(smem, n_tok, dim, kQ16);
+      const Q8Act sx = q8_act(smem, n_tok, dim, kQ16);
       norm_quant_rows<kQ16>(nx, n_tok, dim, blockIdx.x == 0, sx);
       x = xq_of(sx);
     }
@@ -333,6 +317,27 @@ template <typename F>
 void dispatch_bits(bool q16, F&& f) {
   if (q16) f(std::true_type{});
   else f(std::false_type{});
+}
+
+// Runs f(bt, nt, bits) for a kernel over w's rows and the activations a: w's block traits,
+// dispatch_tokens' T and a's precision as types (the three dispatches every launch here makes).
+template <typename F>
+void dispatch_q8(const WeightView& w, const Q8Act& a, F&& f) {
+  dispatch_bits(a.lo, [&](auto bits) {
+    dispatch_tokens(a.n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) { f(bt, nt, bits); }); });
+  });
+}
+
+// Shared bytes of the kNorm kernels: x quantized (one or two byte planes) and its scales.
+inline size_t norm_smem_bytes(const Q8Act& a) { return xq_bytes(a.n_tok, a.n_cols, a.lo != nullptr); }
+
+// Where a fused norm runs: inside the matvec's launch (norm is returned) where matvec_q8_norm_fits
+// holds and the launch can take it (`can`: its weights share one type), else norm_quant_q8 into a
+// now (null is returned: the launch then reads a).
+inline const NormX* norm_in_launch(const NormX* norm, bool can, const Q8Act& a, cudaStream_t stream) {
+  if (!norm || (can && matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm))) return norm;
+  norm_quant_q8(norm->x, norm->w, norm->eps, a.n_tok, a.n_cols, norm->xn, a, stream);
+  return nullptr;
 }
 
 }  // namespace gaacrt::cuda::matvec

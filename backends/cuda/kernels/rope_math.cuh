@@ -35,6 +35,19 @@ __device__ __forceinline__ void rope_cs(int i, int32_t p, const float* __restric
   sn = (float)sin(theta) * c.mscale;
 }
 
+// The channels a, b of rotation pair i: adjacent (NORM, style 0) or half a rotation apart (NeoX).
+__device__ __forceinline__ void rope_channels(int i, const RopeConst& c, int& a, int& b) {
+  a = c.style == 0 ? 2 * i : i;
+  b = c.style == 0 ? 2 * i + 1 : i + c.half;
+}
+
+// (x0, x1) rotated by the angle whose cos and sin are cs, sn (in float, as the CPU reference).
+__device__ __forceinline__ void rope_rotate(float& x0, float& x1, float cs, float sn) {
+  const float a = x0, b = x1;
+  x0 = a * cs - b * sn;
+  x1 = a * sn + b * cs;
+}
+
 // Where kv_store.cu writes channel c of head h's K (is_v 0) or V (is_v 1) for the token in slot s.
 __device__ __forceinline__ uint16_t* bf16_dst(const KVLayerView& kv, const KVTokenSlot& s, int32_t h, int32_t is_v,
                                               int32_t c) {

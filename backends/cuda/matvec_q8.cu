@@ -17,7 +17,8 @@
 // as 8·Σxq in the regrouped layout; Q4_1/K-quants' mins go through m). One warp per output row;
 // lanes share blocks so each load is contiguous across the warp (kernels/matvec_pieces.cuh); up to
 // 8 tokens at once, so a weight row is read once for all. The pieces every kernel here is built
-// of are in kernels/matvec_rows.cuh.
+// of are in kernels/matvec_rows.cuh; the Q/K/V launch is in matvec_q8_multi.cu, gate/up in
+// kernels/matvec_gate_up.cuh (files of their own so the build compiles them in parallel).
 #include <cstdlib>
 #include <type_traits>
 
@@ -97,66 +98,6 @@ matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t 
   }
 }
 
-// Up to three matrices of one type and width over the same quantized x (Q, K, V) in one launch.
-struct MultiArgs {
-  const uint8_t* w[3];
-  size_t stride[3];
-  int64_t rows[3];
-  float* y[3];
-  const float* bias[3];
-  unsigned first[4];  // first thread block of each matrix; first[n_w] = the grid
-};
-
-template <typename Block, int QK, int T, bool kQ16, bool kNorm>
-__global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize)
-matvec_q8_multi_kernel(MultiArgs a, int64_t n_cols, int n_tok, XQ x, NormX nx) {
-  constexpr int R = rows_per_block<kNorm>();
-  const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;
-  const int64_t row = (int64_t)(blockIdx.x - a.first[i]) * R + threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t n_rows = a.rows[i];
-  if (!kNorm && row >= n_rows) return;  // kNorm: every warp takes part in the prologue
-  float acc[1][T];
-  const uint8_t* rows[1] = {a.w[i] + (row < n_rows ? row : n_rows - 1) * a.stride[i]};
-  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, XPrologue<kNorm, kQ16>{x, nx, n_tok, n_cols});
-  if (row >= n_rows) return;
-  const float* bias = a.bias[i];
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    if (t >= n_tok) break;
-    if (lane == 0) a.y[i][(int64_t)t * n_rows + row] = bias ? acc[0][t] + bias[row] : acc[0][t];
-  }
-}
-
-// h = act(x·gateᵀ) ⊙ (x·upᵀ): a warp takes row r of both (elementwise.cu's formulas).
-template <typename Block, int QK, int T, bool kQ16, bool kNorm, int kAct>
-__global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize)
-matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
-                         int64_t n_rows, int64_t n_cols, int n_tok, XQ x, NormX nx, float* __restrict__ h) {
-  const int64_t row = (int64_t)blockIdx.x * rows_per_block<kNorm>() + threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (!kNorm && row >= n_rows) return;  // kNorm: every warp takes part in the prologue
-  float acc[2][T];  // gate, up
-  const int64_t r = row < n_rows ? row : n_rows - 1;
-  const uint8_t* rows[2] = {wg + r * sg, wu + r * su};
-  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, XPrologue<kNorm, kQ16>{x, nx, n_tok, n_cols});
-  if (row >= n_rows) return;
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    if (t >= n_tok) break;
-    if (lane != 0) continue;
-    const float g = acc[0][t], u = acc[1][t];
-    float r;
-    if (kAct == 0) {
-      r = g / (1.f + expf(-g)) * u;
-    } else {
-      constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-      r = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * g * (1.f + 0.044715f * g * g))) * u;
-    }
-    h[(int64_t)t * n_rows + row] = r;
-  }
-}
-
 // norm_quant_row as a launch of its own, one block of norm_threads(dim) per row.
 template <bool kQ16>
 __global__ void __launch_bounds__(kNormMaxThreads)
@@ -196,30 +137,34 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
     throw Error("backend", "invalid_argument",
                 strfmt("cuda matvec_q8: %lld tokens of %lld columns", (long long)n_tok, (long long)w.n_cols));
   check_q8_alignment(w, "matvec_q8");
-  const XQ xq = xq_of(quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16));
+  matvec_q8_quantized(w, quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16), y, bias, stream, accumulate);
+}
+
+void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
+                         bool accumulate) {
+  check_q8(w, a.n_tok, a.n_cols, "matvec_q8_quantized");
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  dispatch_bits(q16, [&](auto bits) { dispatch_tokens(n_tok, [&](auto nt) { dispatch_weight(w, [&](auto bt) {
+  dispatch_q8(w, a, [&](auto bt, auto nt, auto bits) {
     using BT = decltype(bt);
+    constexpr int T = decltype(nt)::value;
     constexpr bool kQ16 = decltype(bits)::value;
     auto run = [&](auto kernel) {
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
-          w.row_stride, w.n_rows, w.n_cols, (int)n_tok, xq, y, bias);
+          w.row_stride, w.n_rows, w.n_cols, (int)a.n_tok, xq_of(a), y, bias);
     };
-    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, kQ16, true>);
-    else run(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, kQ16, false>);
-  }); }); });
+    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true>);
+    else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false>);
+  });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
-namespace {
-void check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* what) {
+void matvec::check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* what) {
   if (n_tok > kMatvecQ8MaxTokens || n_tok <= 0 || w.n_cols != n_cols || n_cols % 32 || !matvec_q8_supported(w.type))
     throw Error("backend", "invalid_argument",
                 strfmt("cuda %s: %lld tokens of %lld columns (weight %lld columns, %s)", what, (long long)n_tok,
                        (long long)n_cols, (long long)w.n_cols, type_name(w.type)));
   check_q8_alignment(w, what);
 }
-}  // namespace
 
 Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16) {
   const Q8Act a = q8_act(scratch, n_tok, n_cols, q16);
@@ -259,90 +204,6 @@ bool matvec_q8_norm_fits(int64_t n_tok, int64_t dim, const NormX& nx) {
   constexpr size_t kSmemLimit = 48 << 10;  // dynamic shared memory without an opt-in
   return !off && n_tok >= 1 && n_tok <= kMatvecQ8MaxTokens && dim % 32 == 0 && dim <= kNormSelfMaxDim &&
          xq_bytes(n_tok, dim, true) <= kSmemLimit && norm_quant_q8_aligned(nx.x, nx.w, nx.xn);
-}
-
-void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float* const* bias, const Q8Act& a,
-                     cudaStream_t stream, const NormX* norm) {
-  if (n_w < 1 || n_w > 3) throw Error("backend", "invalid_argument", strfmt("cuda matvec_q8_multi: %d matrices", n_w));
-  bool same = true;
-  for (int i = 0; i < n_w; ++i) {
-    check_q8(w[i], a.n_tok, a.n_cols, "matvec_q8_multi");
-    same = same && w[i].type == w[0].type && w[i].layout == w[0].layout;
-  }
-  norm = norm_in_launch(norm, same, a, stream);
-  if (!same) {  // mixed types: one launch per matrix over the same quantized x
-    for (int i = 0; i < n_w; ++i) {
-      const unsigned grid = (unsigned)((w[i].n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-      dispatch_q8(w[i], a, [&](auto bt, auto nt, auto bits) {
-        using BT = decltype(bt);
-        launch_kernel(matvec_q8_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value, false>,
-            grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w[i].data), w[i].row_stride,
-            w[i].n_rows, a.n_cols, (int)a.n_tok, xq_of(a), y[i], bias ? bias[i] : nullptr);
-      });
-      GAACRT_CUDA_CHECK(cudaGetLastError());
-    }
-    return;
-  }
-  const int R = norm ? kSelfRows : kRowsPerBlock;
-  MultiArgs m{};
-  m.first[0] = 0;
-  for (int i = 0; i < 3; ++i) {
-    const bool on = i < n_w;
-    m.w[i] = on ? static_cast<const uint8_t*>(w[i].data) : nullptr;
-    m.stride[i] = on ? w[i].row_stride : 0;
-    m.rows[i] = on ? w[i].n_rows : 0;
-    m.y[i] = on ? y[i] : nullptr;
-    m.bias[i] = on && bias ? bias[i] : nullptr;
-    m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + R - 1) / R);
-  }
-  const NormX nx = norm ? *norm : NormX{};
-  const size_t smem = norm ? norm_smem_bytes(a) : 0;
-  dispatch_q8(w[0], a, [&](auto bt, auto nt, auto bits) {
-    using BT = decltype(bt);
-    constexpr int T = decltype(nt)::value;
-    constexpr bool kQ16 = decltype(bits)::value;
-    auto run = [&](auto kernel) {
-      launch_kernel(kernel, m.first[3], R * kWarpSize, smem, stream, m, a.n_cols, (int)a.n_tok, xq_of(a), nx);
-    };
-    if (norm) run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, true>);
-    else run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, false>);
-  });
-  GAACRT_CUDA_CHECK(cudaGetLastError());
-}
-
-bool matvec_q8_gate_up(const WeightView& gate, const WeightView& up, Activation act, float* h, const Q8Act& a,
-                       cudaStream_t stream, const NormX* norm) {
-  if (gate.type != up.type || gate.layout != up.layout || gate.n_rows != up.n_rows ||
-      (act != Activation::SiLU && act != Activation::GeluTanh))
-    return false;
-  check_q8(gate, a.n_tok, a.n_cols, "matvec_q8_gate_up");
-  check_q8(up, a.n_tok, a.n_cols, "matvec_q8_gate_up");
-  if (norm && !matvec_q8_norm_fits(a.n_tok, a.n_cols, *norm))
-    throw Error("backend", "invalid_argument", "cuda matvec_q8_gate_up: the norm cannot run in every thread block here");
-  const int R = norm ? kSelfRows : kRowsPerBlock;
-  const unsigned grid = (unsigned)((gate.n_rows + R - 1) / R);
-  const NormX nx = norm ? *norm : NormX{};
-  const size_t smem = norm ? norm_smem_bytes(a) : 0;
-  dispatch_q8(gate, a, [&](auto bt, auto nt, auto bits) {
-    using BT = decltype(bt);
-    constexpr int T = decltype(nt)::value;
-    constexpr bool kQ16 = decltype(bits)::value;
-    const auto* g = static_cast<const uint8_t*>(gate.data);
-    const auto* u = static_cast<const uint8_t*>(up.data);
-    auto run = [&](auto kernel) {
-      launch_kernel(kernel, grid, R * kWarpSize, smem, stream, g, gate.row_stride, u, up.row_stride, gate.n_rows,
-                    a.n_cols, (int)a.n_tok, xq_of(a), nx, h);
-    };
-    if (norm) {
-      if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, true, 0>);
-      else run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, true, 1>);
-    } else {
-      if (act == Activation::SiLU) run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, false, 0>);
-      else run(matvec_q8_gate_up_kernel<typename BT::block, BT::qk, T, kQ16, false, 1>);
-    }
-  });
-  GAACRT_CUDA_CHECK(cudaGetLastError());
-  return true;
 }
 
 bool matvec_q8_self(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias,

@@ -49,6 +49,9 @@ __host__ __device__ inline Q8Act q8_act(void* base, int64_t n_tok, int64_t n_col
 // activations of every int8 path (matvec_q8, the prefill matmul of matmul_q8mma.cu). 16 bits:
 // backends/cpu/quantize_act.cpp quantize_row_q16's bits.
 Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16);
+// y = a · wᵀ (+ bias) over activations already quantized (matvec_q8's second half; accumulate as there).
+void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
+                         bool accumulate = false);
 // Throws unless w's data and rows are aligned as the int8 paths' weight loads need.
 void check_q8_alignment(const WeightView& w, const char* what);
 

@@ -328,6 +328,9 @@ void dispatch_q8(const WeightView& w, const Q8Act& a, F&& f) {
   });
 }
 
+// Throws unless w can be dotted with n_tok quantized activations of n_cols (matvec_q8.cu).
+void check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* what);
+
 // Shared bytes of the kNorm kernels: x quantized (one or two byte planes) and its scales.
 inline size_t norm_smem_bytes(const Q8Act& a) { return xq_bytes(a.n_tok, a.n_cols, a.lo != nullptr); }
 

@@ -522,7 +522,8 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
   if (!s_last) return;
   __threadfence();
   const int ns = ds.n_live;  // partials keep their P.n_split stride
-  float* fm = reinterpret_cast<float*>(smem);  // [n_rows][ns] m, then l, then 1/L per row
+  // [n_rows][ns] m (then the weights), [n_rows][ns] l, then per row M (then 1/L)
+  float* fm = reinterpret_cast<float*>(smem);
   float* fl = fm + n_rows * ns;
   float* inv = fl + n_rows * ns;
   const float* pu = P.part + unit * P.n_split * kRowsPerGroup * rs;
@@ -532,24 +533,58 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
     fl[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 1);
   }
   __syncthreads();
+  // Per row: M (held in inv until 1/L replaces it), each split's weight f = 2^(m - M) by its own
+  // thread (into fm), L = Σ l·f in split order.
   if (threadIdx.x < n_rows) {
-    const int R = threadIdx.x;
-    float M = -INFINITY, L = 0.f;
-    for (int sp = 0; sp < ns; ++sp) M = fmaxf(M, fm[R * ns + sp]);
-    for (int sp = 0; sp < ns; ++sp) {
-      const float f = fm[R * ns + sp] == -INFINITY ? 0.f : exp2f(fm[R * ns + sp] - M);
-      fm[R * ns + sp] = f;  // now the split's weight
-      L += fl[R * ns + sp] * f;
-    }
-    inv[R] = L > 0.f ? 1.f / L : 0.f;
+    float M = -INFINITY;
+    for (int sp = 0; sp < ns; ++sp) M = fmaxf(M, fm[threadIdx.x * ns + sp]);
+    inv[threadIdx.x] = M;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < n_rows * dv; e += kThreads) {
-    const int R = e / dv, c = e % dv;
-    float acc = 0.f;
-#pragma unroll 8
-    for (int sp = 0; sp < ns; ++sp) acc += __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 2 + c) * fm[R * ns + sp];
-    P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc * inv[R];
+  for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
+    const float x = fm[e], f = x == -INFINITY ? 0.f : exp2f(x - inv[e / ns]);
+    fm[e] = f;
+    fl[e] *= f;
+  }
+  __syncthreads();
+  if (threadIdx.x < n_rows) {
+    float L = 0.f;
+    for (int sp = 0; sp < ns; ++sp) L += fl[threadIdx.x * ns + sp];
+    inv[threadIdx.x] = L > 0.f ? 1.f / L : 0.f;
+  }
+  __syncthreads();
+  // The weighted sum of the splits' O: a thread keeps kE outputs' loads in flight together (the
+  // partials sit in L2; one output's split-ordered chain alone waited ~16 L2 round trips).
+  constexpr int kE = 4, kU = 8;
+  for (int e0 = threadIdx.x; e0 < n_rows * dv; e0 += kE * kThreads) {
+    float acc[kE];
+    int off[kE], rr[kE];
+#pragma unroll
+    for (int k = 0; k < kE; ++k) {
+      const int e = min(e0 + k * kThreads, n_rows * dv - 1);  // past the end: a valid element, unused
+      rr[k] = e / dv;
+      off[k] = rr[k] * rs + 2 + e % dv;
+      acc[k] = 0.f;
+    }
+    for (int sp0 = 0; sp0 < ns; sp0 += kU) {
+      float v[kE][kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int k = 0; k < kE; ++k) v[k][u] = sp0 + u < ns ? __ldcg(pu + (sp0 + u) * kRowsPerGroup * rs + off[k]) : 0.f;
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int k = 0; k < kE; ++k)
+          if (sp0 + u < ns) acc[k] += v[k][u] * fm[rr[k] * ns + sp0 + u];
+    }
+#pragma unroll
+    for (int k = 0; k < kE; ++k) {
+      const int e = e0 + k * kThreads;
+      if (e >= n_rows * dv) break;
+      const int R = rr[k], c = e % dv;
+      P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc[k] * inv[R];
+    }
   }
   if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
 }

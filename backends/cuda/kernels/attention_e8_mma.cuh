@@ -546,7 +546,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   pdl_begin();
   const int warp = threadIdx.x >> 5;
   const AttnSeq s = P.seqs[blockIdx.z];
-  const int32_t kvh = blockIdx.y, split = blockIdx.x;
+  const int32_t kvh = blockIdx.x, split = blockIdx.y;  // kv-head fastest (attention.cu)
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
   if (n_rows <= 0 || n_rows > kRowsPerGroup) return;
   const DecodeSplit ds = decode_split(s, n_rows, G, P.a.sliding_window, P.n_split, split);

@@ -69,19 +69,11 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     m.bias[i] = on && bias ? bias[i] : nullptr;
     m.first[i + 1] = m.first[i] + (unsigned)((m.rows[i] + R - 1) / R);
   }
-  const NormX nx = norm ? *norm : NormX{};
-  const size_t smem = norm ? norm_smem_bytes(a) : 0;
-  dispatch_q8(w[0], a, [&](auto bt, auto nt, auto bits) {
+  launch_q8_norm_kernel(w[0], a, norm, m.first[3], m, stream, [](auto bt, auto nt, auto bits, auto kn) {
     using BT = decltype(bt);
-    constexpr int T = decltype(nt)::value;
-    constexpr bool kQ16 = decltype(bits)::value;
-    auto run = [&](auto kernel) {
-      launch_kernel(kernel, m.first[3], R * kWarpSize, smem, stream, m, a.n_cols, (int)a.n_tok, xq_of(a), nx);
-    };
-    if (norm) run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, true>);
-    else run(matvec_q8_multi_kernel<typename BT::block, BT::qk, T, kQ16, false>);
+    return matvec_q8_multi_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value,
+                                  decltype(kn)::value>;
   });
-  GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace gaacrt::cuda

@@ -130,19 +130,11 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
   q.rc = rope_const(rope, d);
   q.kv = kv;
   q.slots = slots;
-  const NormX nx = norm ? *norm : NormX{};
-  const size_t smem = norm ? norm_smem_bytes(a) : 0;
-  dispatch_q8(w[0], a, [&](auto bt, auto nt, auto bits) {
+  launch_q8_norm_kernel(w[0], a, norm, q.first[3], q, stream, [](auto bt, auto nt, auto bits, auto kn) {
     using BT = decltype(bt);
-    constexpr int T = decltype(nt)::value;
-    constexpr bool kQ16 = decltype(bits)::value;
-    auto run = [&](auto kernel) {
-      launch_kernel(kernel, q.first[3], R * kWarpSize, smem, stream, q, a.n_cols, (int)a.n_tok, xq_of(a), nx);
-    };
-    if (norm) run(qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, true>);
-    else run(qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, false>);
+    return qkv_rope_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value,
+                           decltype(kn)::value>;
   });
-  GAACRT_CUDA_CHECK(cudaGetLastError());
   return true;
 }
 

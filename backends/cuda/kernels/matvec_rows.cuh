@@ -334,6 +334,26 @@ void check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* wh
 // Shared bytes of the kNorm kernels: x quantized (one or two byte planes) and its scales.
 inline size_t norm_smem_bytes(const Q8Act& a) { return xq_bytes(a.n_tok, a.n_cols, a.lo != nullptr); }
 
+// Launches the kernel `pick(bt, nt, bits, kNorm)` returns (the dispatch_q8 types and whether the
+// norm runs inside the launch) over `grid` blocks of one warp per row, with arguments (args,
+// n_cols, n_tok, x, nx): the launch of the kernels that take a fused norm (matvec_q8_multi,
+// matvec_q8_qkv_rope). norm: norm_in_launch's answer.
+template <typename Args, typename Pick>
+void launch_q8_norm_kernel(const WeightView& w0, const Q8Act& a, const NormX* norm, unsigned grid, const Args& args,
+                           cudaStream_t stream, Pick&& pick) {
+  const int R = norm ? kSelfRows : kRowsPerBlock;
+  const NormX nx = norm ? *norm : NormX{};
+  const size_t smem = norm ? norm_smem_bytes(a) : 0;
+  dispatch_q8(w0, a, [&](auto bt, auto nt, auto bits) {
+    auto run = [&](auto kernel) {
+      launch_kernel(kernel, grid, R * kWarpSize, smem, stream, args, a.n_cols, (int)a.n_tok, xq_of(a), nx);
+    };
+    if (norm) run(pick(bt, nt, bits, std::true_type{}));
+    else run(pick(bt, nt, bits, std::false_type{}));
+  });
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+
 // Where a fused norm runs: inside the matvec's launch (norm is returned) where matvec_q8_norm_fits
 // holds and the launch can take it (`can`: its weights share one type), else norm_quant_q8 into a
 // now (null is returned: the launch then reads a).

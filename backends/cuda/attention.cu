@@ -91,7 +91,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_E8_SPLITS_PER_SM");
     return e ? std::max(1, std::min(8, std::atoi(e))) : 3;
   }();
-  const int per_sm = e8 ? e8_per_sm : 2;
+  // BF16 and GAAC: the kernel built for two thread blocks per SM, or three (head size 128; two
+  // stages per warp, GAAC's V decoded into K's tile): GAACRT_CUDA_ATTN_BLOCKS_PER_SM=3. One
+  // setting for both formats, so their splits and sums stay the same.
+  static const int attn_blocks = [] {
+    const char* e = std::getenv("GAACRT_CUDA_ATTN_BLOCKS_PER_SM");
+    return e && e[0] == '3' ? 3 : 2;
+  }();
+  const int blocks = kD == 128 ? attn_blocks : 2;
+  const int per_sm = e8 ? e8_per_sm : blocks;
   // No more splits than the cache's longest sequence has chunks of attn::kChunkBlocks blocks (the
   // rest would find no keys): bounded by the session's context, never by the current length.
   const int32_t max_chunks = std::max(1, (kv.max_blocks + attn::kChunkBlocks - 1) / attn::kChunkBlocks);
@@ -99,7 +107,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
       std::max(1, std::min({kMaxSplit, max_chunks, per_sm * info_.multiprocessors / units}));
   uint32_t warp_bytes = 0;
   const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split)
-                         : attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes);
+                         : attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes,
+                                            blocks);
   if (smem > (size_t)max_dynamic_smem(device_))
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %zu bytes of shared memory needed (head dim %d, GAAC staging %u), the "
@@ -140,9 +149,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
   else if (gaac)
-    attn::launch_attention_gaac(kD, P, grid, smem, stream_, device_);
+    attn::launch_attention_gaac(kD, P, grid, smem, stream_, device_, blocks);
   else
-    attn::launch_attention_bf16(kD, P, grid, smem, stream_, device_);
+    attn::launch_attention_bf16(kD, P, grid, smem, stream_, device_, blocks);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,8 +4,9 @@
 
 namespace gaacrt::cuda::attn {
 
-void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
-  launch_dims<false>(kD, P, grid, smem, stream, device);
+void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
+                           int blocks) {
+  launch_dims<false>(kD, P, grid, smem, stream, device, blocks);
 }
 
 }  // namespace gaacrt::cuda::attn

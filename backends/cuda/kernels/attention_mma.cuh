@@ -43,8 +43,14 @@ constexpr int kChunkBlocks = 4;                                         // 64 to
 constexpr int kMinSplitChunks = 4;                                      // decode splits of >= 256 tokens
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int kD>
-constexpr int stages_for() { return kD > 128 ? 2 : kStages; }  // 256-dim heads: two tiles per block
+// kB: thread blocks per SM the kernel is built for. 2 is the default; 3 (GAACRT_CUDA_ATTN_BLOCKS_PER_SM=3,
+// head size 128 only) fits a third block in registers (168) and shared memory (<= 75 KB) with two
+// stages per warp and, for GAAC, V decoded into K's tile once q·k has read it.
+template <int kD, int kB = 2>
+constexpr int stages_for() { return kD > 128 || kB == 3 ? 2 : kStages; }  // 256-dim heads: two tiles per block
+// GAAC's decoded tiles per warp: K and V, or one that V reuses (kB = 3).
+template <int kB>
+constexpr int decoded_tiles() { return kB == 3 ? 1 : 2; }
 
 struct KernelArgs {
   KVLayerView kv;
@@ -279,13 +285,13 @@ __device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid
 // A warp's shared bytes: kS stages of K and V (BF16 tiles, or GAAC slot staging), for GAAC the
 // two decoded tiles, then the stages' barriers (sm_90 bulk copies) and the ring of the in-flight
 // blocks' table entries.
-template <int kD, bool kGaac>
+template <int kD, bool kGaac, int kB>
 __device__ __forceinline__ uint64_t* stage_bars(uint8_t* wbase, uint32_t kv_bytes) {
-  const uint32_t decoded = kGaac ? 2 * TileGeom<kD>::kTileBytes : 0;  // GAAC's decoded K and V tiles
-  return reinterpret_cast<uint64_t*>(wbase + stages_for<kD>() * 2 * kv_bytes + decoded);
+  const uint32_t decoded = kGaac ? decoded_tiles<kB>() * TileGeom<kD>::kTileBytes : 0;  // GAAC's decoded tiles
+  return reinterpret_cast<uint64_t*>(wbase + stages_for<kD, kB>() * 2 * kv_bytes + decoded);
 }
-__host__ __device__ constexpr uint32_t entry_ring_bytes(int kD) {
-  const uint32_t stages = kD > 128 ? 2 : kStages;
+__host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
+  const uint32_t stages = kD > 128 || blocks == 3 ? 2 : kStages;
   return (stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15u;  // keeps warps 16-aligned
 }
 
@@ -295,14 +301,14 @@ __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD) {
 // first blocks that lie before the first block this step writes (pos0 / 16): the sequence, the
 // table and those blocks were written before the step began, so the copies overlap the previous
 // kernel (rope_store, which writes q and the new token's K/V) instead of following it.
-template <int kD, bool kGaac>
+template <int kD, bool kGaac, int kB>
 __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                          int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
                                          bool pdl_wait, uint8_t* wbase, const GaacLanes& GL,
                                          const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                          const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
                                          float& m, float& l) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>(), kT = TileGeom<kD>::kTiles;
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD, kB>(), kT = TileGeom<kD>::kTiles;
   const KVLayerView& kv = P.kv;
   const int lane = threadIdx.x & 31;
   const int32_t dk = kv.head_dim_k;
@@ -318,7 +324,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;  // one stage's K (or V)
   uint8_t* dec = wbase + kS * 2 * kv_bytes;                                            // GAAC: decoded K, V
-  uint64_t* bars = stage_bars<kD, kGaac>(wbase, kv_bytes);  // [kS] bulk-copy barriers (sm_90)
+  uint64_t* bars = stage_bars<kD, kGaac, kB>(wbase, kv_bytes);  // [kS] bulk-copy barriers (sm_90)
   uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kS);   // [kS][kTiles] entries of the blocks in flight
   constexpr bool kBulk = GAACRT_BULK_COPY;
   if (kBulk) {
@@ -367,13 +373,15 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     if constexpr (kGaac) {
       // K's tiles first, then q·k on the tensor cores while the warp decodes V's tiles.
       constexpr int kRK = TileGeom<kD>::kRoundsK;
+      static_assert(kB != 3 || kRK < TileGeom<kD>::kRounds, "one decoded tile needs K's rounds before V's");
       kt = reinterpret_cast<uint16_t*>(dec);
-      vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
+      vt = reinterpret_cast<uint16_t*>(dec + (decoded_tiles<kB>() - 1) * kTileBytes);
       const uint32_t* be = ents + (it % kS) * kT;
       bool ok = decode_gaac_block<kD, 0, kRK>(kv, *st, be, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
       __syncwarp();
       float sc[2][2][4];
       block_scores<kD>(kt, qa, sc);
+      if constexpr (kB == 3) __syncwarp();  // every lane's ldmatrix of K is done: V may overwrite it
       if constexpr (kRK < TileGeom<kD>::kRounds)
         ok &= decode_gaac_block<kD, kRK, TileGeom<kD>::kRounds>(kv, *st, be, sk, sk + kv_bytes, P.half_bytes, GL,
                                                                 b3, b4, kt, vt);
@@ -600,10 +608,10 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 // PDL: the decode path waits for the previous kernel inside run_rows (after the first copies of
 // old blocks), the prefill path before its first row group; nothing before either reads what the
 // step writes.
-template <int kD, bool kGaac>
-__global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kernel(const KernelArgs P) {
+template <int kD, bool kGaac, int kB>
+__global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_kernel(const KernelArgs P) {
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD>();
+  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD, kB>();
   constexpr int kR = TileGeom<kD>::kRounds;
   const KVLayerView& kv = P.kv;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
@@ -625,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
   if (d < kD) {
     const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
     uint8_t* t0 = kGaac ? wbase + kS * 2 * kv_bytes : wbase;
-    const int n_tiles = kGaac ? 2 : 2 * kS;
+    const int n_tiles = kGaac ? decoded_tiles<kB>() : 2 * kS;
     for (int t = 0; t < n_tiles; ++t)
       for (int x = lane; x < KV_BLOCK_TOKENS * (kD - d); x += 32)
         reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
@@ -666,7 +674,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
         b0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS;
         b1 = p1 / KV_BLOCK_TOKENS + 1;
       }
-      run_rows<kD, kGaac>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);
+      run_rows<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);
       sum_parts<kD>(o, oc);
       const int32_t R = r0 + (lane >> 2);
       if (lane < 16 && R < n_rows) {
@@ -685,7 +693,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
 
   // ---- decode-sized: this block's share of the chunks; warps = (M-tile, key group) ----
   const DecodeWarp dw = decode_warp(n_rows, ds);
-  run_rows<kD, kGaac>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, true, wbase, GL, b3, b4, o, m, l);
+  run_rows<kD, kGaac, kB>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, true, wbase, GL, b3, b4, o, m, l);
   sum_parts<kD>(o, oc);
   finish_decode<kD>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }
@@ -693,10 +701,10 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : 2) attention_mma_kern
 // Shared bytes the kernel needs for head size kD: the warps' buffers, or the merges' scratch if
 // larger. Also returns one warp's share.
 inline size_t smem_bytes(int kD, bool gaac, int32_t n_half, uint32_t half_bytes, int32_t dv, int32_t n_split,
-                         uint32_t* warp_bytes) {
-  const uint32_t tile = KV_BLOCK_TOKENS * (kD + 8) * 2, stages = kD > 128 ? 2 : kStages;
+                         uint32_t* warp_bytes, int blocks = 2) {
+  const uint32_t tile = KV_BLOCK_TOKENS * (kD + 8) * 2, stages = kD > 128 || blocks == 3 ? 2 : kStages;
   const uint32_t kv_bytes = gaac ? n_half * half_bytes : tile;
-  *warp_bytes = stages * 2 * kv_bytes + (gaac ? 2 * tile : 0) + entry_ring_bytes(kD);
+  *warp_bytes = stages * 2 * kv_bytes + (gaac ? (blocks == 3 ? 1 : 2) * tile : 0) + entry_ring_bytes(kD, blocks);
   const size_t warps = (size_t)kWarps * *warp_bytes;
   const size_t merge_a = (size_t)kWarps * kRowsPerTile * (dv + 2) * sizeof(float);
   const size_t merge_b = ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);
@@ -717,19 +725,24 @@ inline void launch_attention_kernel(const KernelArgs& P, dim3 grid, size_t smem,
   launch_kernel(kKernel, grid, kThreads, smem, stream, P);
 }
 
-// Launches the kernel of one head size.
-template <int kD, bool kGaac>
+// Launches the kernel of one head size (blocks: the thread blocks per SM it is built for, 3 only
+// at head size 128).
+template <int kD, bool kGaac, int kB = 2>
 inline void launch_one(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
-  launch_attention_kernel<attention_mma_kernel<kD, kGaac>>(P, grid, smem, stream, device);
+  launch_attention_kernel<attention_mma_kernel<kD, kGaac, kB>>(P, grid, smem, stream, device);
 }
 
 template <bool kGaac>
-inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
+inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
+                        int blocks) {
   switch (kD) {
     case 16: launch_one<16, kGaac>(P, grid, smem, stream, device); break;
     case 32: launch_one<32, kGaac>(P, grid, smem, stream, device); break;
     case 64: launch_one<64, kGaac>(P, grid, smem, stream, device); break;
-    case 128: launch_one<128, kGaac>(P, grid, smem, stream, device); break;
+    case 128:
+      if (blocks == 3) launch_one<128, kGaac, 3>(P, grid, smem, stream, device);
+      else launch_one<128, kGaac>(P, grid, smem, stream, device);
+      break;
     default: launch_one<256, kGaac>(P, grid, smem, stream, device); break;
   }
 }
@@ -737,8 +750,10 @@ inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cud
 // Defined in attention_bf16.cu / attention_gaac.cu / attention_e8.cu (separate files: nvcc builds
 // them in parallel). The E8 kernel (kernels/attention_e8_mma.cuh) takes decode-sized sequences of
 // head size 32, 64 or 128.
-void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
-void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
+                           int blocks);
+void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
+                           int blocks);
 void launch_attention_e8(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 
 }  // namespace gaacrt::cuda::attn

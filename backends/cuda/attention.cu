@@ -135,17 +135,19 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (e8)  // attention_lossy.cu's kernel for any sequence of more than 16 rows
     lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,
                      true);
-  const attn::KernelArgs P{kv, args, seqs, q, out, part, attn_counters_, n_split, half_bytes, warp_bytes, dev_errors_};
   // Prefill-sized sequences: a thread block per row group of 16 (n_split alone, sized for decode,
   // gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler). The E8 kernel takes
   // decode-sized sequences only.
   const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
-  // E8 (decode only) runs its grid kv-head fastest: the blocks go out in index order, so the live
-  // splits (the first ones; a short context in a session sized for a long one leaves the rest
-  // empty) spread over every multiprocessor before any takes a second.
-  const dim3 grid = e8 ? dim3(kv.n_head_kv, n_split, n_seqs)
-                       : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
-                              kv.n_head_kv, n_seqs);
+  // Decode-sized launches (E8's always) run their grid kv-head fastest: the blocks go out in index
+  // order, so the live splits (the first ones; a short context in a session sized for a long one
+  // leaves the rest empty) spread over every multiprocessor before any takes a second.
+  const bool head_fastest = e8 || (args.max_q > 0 && max_rows <= attn::kRowsPerGroup);
+  const attn::KernelArgs P{kv,         args,       seqs,        q,           out, part, attn_counters_,
+                           n_split,    half_bytes, warp_bytes,  dev_errors_, head_fastest ? 1 : 0};
+  const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
+                                 : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
+                                        kv.n_head_kv, n_seqs);
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
   else if (gaac)

@@ -64,6 +64,10 @@ struct KernelArgs {
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
   uint32_t warp_bytes;  // shared bytes of one warp's buffers
   DeviceErrors* err;
+  // 1: a launch of decode-sized sequences only, its grid kv-head fastest (x = kv-head, y = split):
+  // blocks go out in index order, so the live splits (the first ones) spread over every SM before
+  // any takes a second. 0: x = split or prefill row group, y = kv-head.
+  int32_t head_fastest;
 };
 
 // Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
@@ -616,7 +620,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   const KVLayerView& kv = P.kv;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
   const AttnSeq s = P.seqs[blockIdx.z];
-  const int32_t kvh = blockIdx.y, split = blockIdx.x;
+  const int32_t kvh = P.head_fastest ? blockIdx.x : blockIdx.y, split = P.head_fastest ? blockIdx.y : blockIdx.x;
   const int32_t G = P.a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v, n_rows = s.n_q * G;
   const int32_t td = kv.tile_dim, d = kv.n_half * td, W = P.a.sliding_window;
   if (n_rows <= 0) return;

@@ -4,6 +4,11 @@ weights and tokens, and the GAAC cache bit-identical to the BF16 cache on the GP
 
 Runs on the GPU machine; skipped with the reason elsewhere.
 """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -114,6 +119,42 @@ def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):
     print(f"{model_path.name}: GAAC stats", st)
     assert st["k"]["tiles_encoded"] > 0 and st["v"]["tiles_encoded"] > 0
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+# Head size 128 (the Llama-3 shapes'): GAAC bit-identical to BF16 and both near the CPU, over a
+# context long enough for several decode splits and their fused reduce. In a fresh process per
+# setting of GAACRT_CUDA_ATTN_BLOCKS_PER_SM (read once per process): the kernel built for two
+# thread blocks per SM, and the one for three (one decoded GAAC tile that V reuses).
+HEAD_128_RUN = """
+import sys
+import numpy as np
+import gaacrt
+sys.path.insert(0, sys.argv[1])
+from fixtures.backend_compare import assert_close_logits, logits_run
+path = sys.argv[2]
+gpu = gaacrt.Model(path, backend="cuda")
+cpu = gaacrt.Model(path, backend="cpu", n_threads=4)
+toks = [int(t) for t in np.random.default_rng(6).integers(3, gpu.n_vocab, 700)]
+a, _ = logits_run(gpu, toks, 660, 40, cache="bf16")
+b, s = logits_run(gpu, toks, 660, 40, cache="gaac")
+assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
+assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), "GAAC differs from BF16"
+c, _ = logits_run(cpu, toks, 660, 40)
+assert_close_logits(a, c)
+print("head 128 ok")
+"""
+
+
+@pytest.mark.parametrize("blocks", ["2", "3"])
+def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks):
+    from fixtures.tiny_models import write_tiny_model
+    path = write_tiny_model(tmp_path / "h128.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2, n_embd=256,
+                            n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
+    env = dict(os.environ, GAACRT_CUDA_ATTN_BLOCKS_PER_SM=blocks)
+    tests_dir = str(Path(__file__).resolve().parent)
+    r = subprocess.run([sys.executable, "-c", HEAD_128_RUN, tests_dir, str(path)], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and "head 128 ok" in r.stdout, r.stdout + r.stderr
 
 
 def test_cuda_batched_decode_matches_cpu(model_path):

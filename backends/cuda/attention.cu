@@ -78,8 +78,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     }
   }
 
-  // Split-K width: as many thread blocks per multiprocessor as the kernel fits (three for E8 and
-  // for BF16/GAAC at head size 128, else two: `blocks` below), rounded down so that every block
+  // Split-K width: as many thread blocks per multiprocessor as the kernel is built for (three for
+  // E8, two for BF16/GAAC unless `blocks` below asks three), rounded down so that every block
   // runs in the one wave (rounded up, two sequences of 8 kv-heads on 132 SMs made 272 blocks for
   // 264 places: 8 blocks ran as a second wave); a function of the batch shape, the cache's context
   // and the GPU only, never of the positions, and the same for BF16 and GAAC, so those two sum in
@@ -96,7 +96,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // GAACRT_CUDA_ATTN_BLOCKS_PER_SM=3 for three at head size 128 (two stages, GAAC's V decoded into
   // K's tile; 168 registers). One setting for both formats, so their splits and sums stay the same.
   // H200, 8B shape at 64K, one visit: tg128 GAAC 159.2 -> 172.1 tok/s, BF16 203.1 -> 204.0;
-  // attention alone GAAC 129.2 -> 120.6 us, BF16 91.8 -> 94.7. Three becomes the default once
+  // attention alone GAAC 129.2 -> 120.6 us, BF16 91.8 -> 94.7. (Three fit only while a GAAC tile's
+  // staging is at most ~3.7 KB, an escape capacity up to ~816 bytes at 128 channels; beyond it two
+  // fit and the launch runs as 1.5 waves: slower, not wrong.) Three becomes the default once
   // tests/test_cuda_model.py::test_cuda_gaac_head_128_is_bit_identical_to_bf16[3] has passed on a
   // GPU (no test covered GAAC at head size 128 when it was measured).
   static const int attn_blocks = [] {

@@ -133,10 +133,7 @@ size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols) {
 
 void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
                cudaStream_t stream, bool q16, bool accumulate) {
-  if (n_tok > kMatvecQ8MaxTokens || w.n_cols % 32)
-    throw Error("backend", "invalid_argument",
-                strfmt("cuda matvec_q8: %lld tokens of %lld columns", (long long)n_tok, (long long)w.n_cols));
-  check_q8_alignment(w, "matvec_q8");
+  check_q8(w, n_tok, w.n_cols, "matvec_q8");  // before the quantize launch (matvec_q8_quantized checks again)
   matvec_q8_quantized(w, quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16), y, bias, stream, accumulate);
 }
 

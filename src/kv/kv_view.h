@@ -75,8 +75,9 @@ struct AttentionArgs {
   float softcap;           // 0 = none
   // An upper bound on the n_q of the batch's sequences (the batch's token count will do; 0 =
   // unknown). The sequences live in device memory, so this is what lets a GPU backend give a
-  // prefill-sized sequence enough thread blocks without reading them back (it is never used for
-  // bounds: the kernels read the n_q of each sequence).
+  // prefill-sized sequence enough thread blocks without reading them back. It must be a true
+  // bound: the CUDA backend shapes a launch it says is decode-only (every sequence at most 16
+  // query rows) differently, and a longer sequence there would lose rows.
   int32_t max_q = 0;
 };
 

@@ -528,8 +528,8 @@ __device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, f
   }
 }
 
-// Grid (n_split, kv-heads, sequences); sequences of more than 16 rows are left to
-// attention_lossy.cu's kernel.
+// Grid (kv-heads, n_split, sequences), kv-head fastest (attention.cu); sequences of more than 16
+// rows are left to attention_lossy.cu's kernel.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const KernelArgs P) {
   extern __shared__ __align__(16) uint8_t smem[];

@@ -10,7 +10,7 @@
 // query row (g = lane/4 and g + 8 name the same row), which keeps the softmax per lane simple:
 // the three parts of a score are summed with one shuffle (lane ^ 16), and the same for p·v at the end.
 //
-// Warps are independent: each streams its own blocks through a kStages-deep cp.async pipeline in
+// Warps are independent: each streams its own blocks through a pipeline of stages_for() blocks in
 // its own shared buffers (no __syncthreads in the loop) and keeps an online softmax (m, l, O).
 //   * decode-sized sequences (n_q * G <= 16 rows, e.g. one token of a GQA group): the visible blocks
 //     are cut into chunks of 4 blocks aligned to absolute block indices, the chunks into n_split
@@ -288,8 +288,8 @@ __device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid
 }
 
 // A warp's shared bytes: kS stages of K and V (BF16 tiles, or GAAC slot staging), for GAAC the
-// two decoded tiles, then the stages' barriers (sm_90 bulk copies) and the ring of the in-flight
-// blocks' table entries.
+// decoded tiles (K and V, or one that V reuses: decoded_tiles), then the stages' barriers (sm_90
+// bulk copies) and the ring of the in-flight blocks' table entries.
 template <int kD, bool kGaac, int kB>
 __device__ __forceinline__ uint64_t* stage_bars(uint8_t* wbase, uint32_t kv_bytes) {
   const uint32_t decoded = kGaac ? decoded_tiles<kB>() * TileGeom<kD>::kTileBytes : 0;  // GAAC's decoded tiles
@@ -328,7 +328,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   l = 0.f;
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;  // one stage's K (or V)
-  uint8_t* dec = wbase + kS * 2 * kv_bytes;                                            // GAAC: decoded K, V
+  uint8_t* dec = wbase + kS * 2 * kv_bytes;  // GAAC: decoded K, V (or one tile for both, kB = 3)
   uint64_t* bars = stage_bars<kD, kGaac, kB>(wbase, kv_bytes);  // [kS] bulk-copy barriers (sm_90)
   uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kS);   // [kS][kTiles] entries of the blocks in flight
   constexpr bool kBulk = GAACRT_BULK_COPY;
@@ -378,7 +378,9 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     if constexpr (kGaac) {
       // K's tiles first, then q·k on the tensor cores while the warp decodes V's tiles.
       constexpr int kRK = TileGeom<kD>::kRoundsK;
-      static_assert(kB != 3 || kRK < TileGeom<kD>::kRounds, "one decoded tile needs K's rounds before V's");
+      // One decoded tile needs round 0 to hold K's tiles only: at kD = 128 (the one size kB = 3 is
+      // built for) a head has one tile per half and a round is one tile (gaac_lanes_of: nsub = 1).
+      static_assert(kB != 3 || (kD == 128 && kRK < TileGeom<kD>::kRounds), "one decoded tile: K's rounds first");
       kt = reinterpret_cast<uint16_t*>(dec);
       vt = reinterpret_cast<uint16_t*>(dec + (decoded_tiles<kB>() - 1) * kTileBytes);
       const uint32_t* be = ents + (it % kS) * kT;
@@ -535,7 +537,7 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
   if (!s_last) return;
   __threadfence();
   const int ns = ds.n_live;  // partials keep their P.n_split stride
-  // [n_rows][ns] m (then the weights), [n_rows][ns] l, then per row M (then 1/L)
+  // [n_rows][ns] m (then the weights f), [n_rows][ns] l (then l·f), then per row M (then 1/L)
   float* fm = reinterpret_cast<float*>(smem);
   float* fl = fm + n_rows * ns;
   float* inv = fl + n_rows * ns;
@@ -630,7 +632,8 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   // the fused reduce counts and merges only the n_live splits before them. Skipping them keeps
   // the bits: an empty split's partial (m = -inf, l = 0, O = 0) enters the merge with weight 0.
   const DecodeSplit ds = decode_split(s, n_rows, G, W, P.n_split, split);
-  if (n_rows <= kRowsPerGroup && split >= min(ds.n_live, P.n_split)) return;  // x may exceed n_split (prefill)
+  // (A prefill launch's split index is its row group, which may exceed n_split.)
+  if (n_rows <= kRowsPerGroup && split >= min(ds.n_live, P.n_split)) return;
   uint8_t* wbase = smem + warp * P.warp_bytes;
 
   // Columns d .. kD-1 of padded heads (d = 48 runs as kD = 64) are never written by the loaders:

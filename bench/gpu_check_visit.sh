@@ -22,8 +22,11 @@
 #   q4k      the 8B shape with Q4_K projections (gen_8b.py --body-type q4_k; the same bytes as
 #            Q4_0): its decode kernels and tg128 beside the Q4_0 model's (not a default stage)
 #   ab       an on/off switch timed in one visit (the same command moves by several percent
-#            between visits): AB_SWITCH=GAACRT_CUDA_... set to 1, 0, 1, 0 around tg128 at depth 0
-#            of the 8B shape (16- and 8-bit x) and the SmolLM2 shape's graph decode (not a default stage)
+#            between visits): AB_SWITCH=GAACRT_CUDA_... set to AB_ON, AB_OFF, AB_ON, AB_OFF (1 and 0
+#            unless given) around tg128 of the 8B shape (16- and 8-bit x; AB_CACHES, default bf16, at
+#            AB_DEPTHS, default 0) and the SmolLM2 shape's graph decode (not a default stage). E.g. the
+#            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
+#            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
@@ -88,12 +91,13 @@ if has layout; then
 fi
 if has ab; then
   : "${AB_SWITCH:?set AB_SWITCH to the variable to flip}"
-  for bits in 16 8; do for v in 1 0 1 0; do
-    echo -n "$AB_SWITCH=$v, ${bits}-bit x: "
-    env "$AB_SWITCH=$v" timeout 100 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 \
-      --act-bits "$bits" 2>&1 | grep -E "^tg128" | head -1
+  AB_VALUES="${AB_ON:-1} ${AB_OFF:-0} ${AB_ON:-1} ${AB_OFF:-0}"
+  for bits in 16 8; do for v in $AB_VALUES; do
+    echo "$AB_SWITCH=$v, ${bits}-bit x:"
+    env "$AB_SWITCH=$v" timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches "${AB_CACHES:-bf16}" \
+      --depths "${AB_DEPTHS:-0}" --pp 0 --kv-budget-gib 0 --act-bits "$bits" 2>&1 | grep -E "^tg128" | cut -c1-70
   done; done
-  for v in 1 0 1 0; do
+  for v in $AB_VALUES; do
     echo -n "$AB_SWITCH=$v: "
     env "$AB_SWITCH=$v" timeout 60 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -1
   done

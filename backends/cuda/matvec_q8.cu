@@ -131,15 +131,10 @@ size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols) {
   return xq_bytes(n_tok, n_cols, true) + 64;
 }
 
-void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
-               cudaStream_t stream, bool q16, bool accumulate) {
-  check_q8(w, n_tok, w.n_cols, "matvec_q8");  // before the quantize launch (matvec_q8_quantized checks again)
-  matvec_q8_quantized(w, quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16), y, bias, stream, accumulate);
-}
-
-void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
-                         bool accumulate) {
-  check_q8(w, a.n_tok, a.n_cols, "matvec_q8_quantized");
+namespace {
+// matvec_q8_kernel over w's rows and the quantized a (checked by the caller).
+void launch_matvec_q8(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
+                      bool accumulate) {
   const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_q8(w, a, [&](auto bt, auto nt, auto bits) {
     using BT = decltype(bt);
@@ -153,6 +148,19 @@ void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const fl
     else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false>);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace
+
+void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, void* scratch,
+               cudaStream_t stream, bool q16, bool accumulate) {
+  check_q8(w, n_tok, w.n_cols, "matvec_q8");  // before the quantize launch
+  launch_matvec_q8(w, quantize_q8(x, n_tok, w.n_cols, scratch, stream, q16), y, bias, stream, accumulate);
+}
+
+void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
+                         bool accumulate) {
+  check_q8(w, a.n_tok, a.n_cols, "matvec_q8_quantized");
+  launch_matvec_q8(w, a, y, bias, stream, accumulate);
 }
 
 void matvec::check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const char* what) {

@@ -57,7 +57,7 @@ void matvec_q8_multi(const WeightView* w, int n_w, float* const* y, const float*
     for (int i = 0; i < n_w; ++i) matvec_q8_quantized(w[i], a, y[i], bias ? bias[i] : nullptr, stream);
     return;
   }
-  const int R = norm ? kSelfRows : kRowsPerBlock;
+  const int R = rows_per_block(norm != nullptr);
   MultiArgs m{};
   m.first[0] = 0;
   for (int i = 0; i < 3; ++i) {

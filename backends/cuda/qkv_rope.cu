@@ -113,7 +113,7 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
       return false;
   for (int m = 0; m < 3; ++m) check_q8_alignment(w[m], "matvec_q8_qkv_rope");
   norm = norm_in_launch(norm, true, a, stream);
-  const int R = norm ? kSelfRows : kRowsPerBlock;
+  const int R = rows_per_block(norm != nullptr);
   QkvRopeArgs q{};
   q.first[0] = 0;
   for (int m = 0; m < 3; ++m) {

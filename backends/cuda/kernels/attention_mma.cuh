@@ -47,11 +47,14 @@ constexpr float kLog2e = 1.4426950408889634f;
 // GAACRT_CUDA_ATTN_BLOCKS_PER_SM=3 (attention.cu), fitting a third block in registers (168) and
 // shared memory (<= 75 KB) with two stages per warp and, for GAAC, V decoded into K's tile once
 // q·k has read it: a third warp per scheduler hides GAAC's integer chains.
+// Stages per warp (256-dim heads: two tiles per block) and GAAC's decoded tiles per warp (K and
+// V, or one that V reuses), for the host's shared-memory sums and the kernel's carving alike.
+__host__ __device__ constexpr int stage_count(int kD, int blocks) { return kD > 128 || blocks == 3 ? 2 : kStages; }
+__host__ __device__ constexpr int decoded_tile_count(int blocks) { return blocks == 3 ? 1 : 2; }
 template <int kD, int kB = 2>
-constexpr int stages_for() { return kD > 128 || kB == 3 ? 2 : kStages; }  // 256-dim heads: two tiles per block
-// GAAC's decoded tiles per warp: K and V, or one that V reuses (kB = 3).
+constexpr int stages_for() { return stage_count(kD, kB); }
 template <int kB>
-constexpr int decoded_tiles() { return kB == 3 ? 1 : 2; }
+constexpr int decoded_tiles() { return decoded_tile_count(kB); }
 
 struct KernelArgs {
   KVLayerView kv;
@@ -296,7 +299,7 @@ __device__ __forceinline__ uint64_t* stage_bars(uint8_t* wbase, uint32_t kv_byte
   return reinterpret_cast<uint64_t*>(wbase + stages_for<kD, kB>() * 2 * kv_bytes + decoded);
 }
 __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
-  const uint32_t stages = kD > 128 || blocks == 3 ? 2 : kStages;
+  const uint32_t stages = stage_count(kD, blocks);
   return (stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15u;  // keeps warps 16-aligned
 }
 
@@ -710,9 +713,9 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
 // larger. Also returns one warp's share.
 inline size_t smem_bytes(int kD, bool gaac, int32_t n_half, uint32_t half_bytes, int32_t dv, int32_t n_split,
                          uint32_t* warp_bytes, int blocks = 2) {
-  const uint32_t tile = KV_BLOCK_TOKENS * (kD + 8) * 2, stages = kD > 128 || blocks == 3 ? 2 : kStages;
+  const uint32_t tile = KV_BLOCK_TOKENS * (kD + 8) * 2, stages = stage_count(kD, blocks);
   const uint32_t kv_bytes = gaac ? n_half * half_bytes : tile;
-  *warp_bytes = stages * 2 * kv_bytes + (gaac ? (blocks == 3 ? 1 : 2) * tile : 0) + entry_ring_bytes(kD, blocks);
+  *warp_bytes = stages * 2 * kv_bytes + (gaac ? decoded_tile_count(blocks) * tile : 0) + entry_ring_bytes(kD, blocks);
   const size_t warps = (size_t)kWarps * *warp_bytes;
   const size_t merge_a = (size_t)kWarps * kRowsPerTile * (dv + 2) * sizeof(float);
   const size_t merge_b = ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);

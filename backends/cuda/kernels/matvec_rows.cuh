@@ -281,8 +281,9 @@ constexpr int kSelfRows = 8;
 
 // The warps of a thread block: kRowsPerBlock, or kSelfRows where every block norms and quantizes
 // x itself (kNorm: its norm needs dim / 4 threads).
+constexpr int rows_per_block(bool norm) { return norm ? kSelfRows : kRowsPerBlock; }
 template <bool kNorm>
-constexpr int rows_per_block() { return kNorm ? kSelfRows : kRowsPerBlock; }
+constexpr int rows_per_block() { return rows_per_block(kNorm); }
 
 // The prologue of rows_dots for the kernels that read x: kNorm, norm and quantize it into shared
 // memory (norm_quant_rows; block 0 also writes xn), else wait for the kernel that quantized it.
@@ -341,7 +342,7 @@ inline size_t norm_smem_bytes(const Q8Act& a) { return xq_bytes(a.n_tok, a.n_col
 template <typename Args, typename Pick>
 void launch_q8_norm_kernel(const WeightView& w0, const Q8Act& a, const NormX* norm, unsigned grid, const Args& args,
                            cudaStream_t stream, Pick&& pick) {
-  const int R = norm ? kSelfRows : kRowsPerBlock;
+  const int R = rows_per_block(norm != nullptr);
   const NormX nx = norm ? *norm : NormX{};
   const size_t smem = norm ? norm_smem_bytes(a) : 0;
   dispatch_q8(w0, a, [&](auto bt, auto nt, auto bits) {

@@ -26,7 +26,7 @@
 #            unless given) around tg128 of the 8B shape (16- and 8-bit x; AB_CACHES, default bf16, at
 #            AB_DEPTHS, default 0) and the SmolLM2 shape's graph decode (not a default stage). E.g. the
 #            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
-#            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536
+#            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs)
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
@@ -92,7 +92,7 @@ fi
 if has ab; then
   : "${AB_SWITCH:?set AB_SWITCH to the variable to flip}"
   AB_VALUES="${AB_ON:-1} ${AB_OFF:-0} ${AB_ON:-1} ${AB_OFF:-0}"
-  for bits in 16 8; do for v in $AB_VALUES; do
+  for bits in ${AB_BITS:-16 8}; do for v in $AB_VALUES; do
     echo "$AB_SWITCH=$v, ${bits}-bit x:"
     env "$AB_SWITCH=$v" timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches "${AB_CACHES:-bf16}" \
       --depths "${AB_DEPTHS:-0}" --pp 0 --kv-budget-gib 0 --act-bits "$bits" 2>&1 | grep -E "^tg128" | cut -c1-70

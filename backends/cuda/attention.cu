@@ -92,18 +92,18 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_E8_SPLITS_PER_SM");
     return e ? std::max(1, std::min(8, std::atoi(e))) : 3;
   }();
-  // BF16 and GAAC: the kernel built for two thread blocks per SM (three stages per warp), or with
-  // GAACRT_CUDA_ATTN_BLOCKS_PER_SM=3 for three at head size 128 (two stages, GAAC's V decoded into
-  // K's tile; 168 registers). One setting for both formats, so their splits and sums stay the same.
-  // H200, 8B shape at 64K, one visit: tg128 GAAC 159.2 -> 172.1 tok/s, BF16 203.1 -> 204.0;
-  // attention alone GAAC 129.2 -> 120.6 us, BF16 91.8 -> 94.7. (Three fit only while a GAAC tile's
-  // staging is at most ~3.7 KB, an escape capacity up to ~816 bytes at 128 channels; beyond it two
-  // fit and the launch runs as 1.5 waves: slower, not wrong.) Three becomes the default once
-  // tests/test_cuda_model.py::test_cuda_gaac_head_128_is_bit_identical_to_bf16[3] has passed on a
-  // GPU (no test covered GAAC at head size 128 when it was measured).
+  // BF16 and GAAC at head size 128: the kernel built for three thread blocks per SM (two stages,
+  // GAAC's V decoded into K's tile; 168 registers); GAACRT_CUDA_ATTN_BLOCKS_PER_SM=2 the one for two
+  // (three stages). One setting for both formats, so their splits and sums stay the same. H200, 8B
+  // shape, tg128, one visit, 2 -> 3 (twice each): GAAC at 64K 162.3 / 161.2 -> 172.4 / 173.6 tok/s,
+  // BF16 at 64K 206.9 / 207.1 -> 206.3 / 204.9, at depth 0 level; attention alone at 64K GAAC 129.2
+  // -> 120.6 us, BF16 91.8 -> 94.7. (Three fit only while a GAAC tile's staging is at most ~3.7 KB,
+  // an escape capacity up to ~816 bytes at 128 channels; beyond it two fit and the launch runs as
+  // 1.5 waves: slower, not wrong.) test_cuda_model.py::test_cuda_gaac_head_128_is_bit_identical_to_bf16
+  // covers both.
   static const int attn_blocks = [] {
     const char* e = std::getenv("GAACRT_CUDA_ATTN_BLOCKS_PER_SM");
-    return e && e[0] == '3' ? 3 : 2;
+    return e && e[0] == '2' ? 2 : 3;
   }();
   const int blocks = kD == 128 ? attn_blocks : 2;
   const int per_sm = e8 ? e8_per_sm : blocks;

@@ -43,8 +43,8 @@ constexpr int kChunkBlocks = 4;                                         // 64 to
 constexpr int kMinSplitChunks = 4;                                      // decode splits of >= 256 tokens
 constexpr float kLog2e = 1.4426950408889634f;
 
-// kB: thread blocks per SM the kernel is built for: 2, or 3 at head size 128 with
-// GAACRT_CUDA_ATTN_BLOCKS_PER_SM=3 (attention.cu), fitting a third block in registers (168) and
+// kB: thread blocks per SM the kernel is built for: 2, or 3 at head size 128 (attention.cu's
+// default; GAACRT_CUDA_ATTN_BLOCKS_PER_SM=2 asks two), fitting a third block in registers (168) and
 // shared memory (<= 75 KB) with two stages per warp and, for GAAC, V decoded into K's tile once
 // q·k has read it: a third warp per scheduler hides GAAC's integer chains.
 // Stages per warp (256-dim heads: two tiles per block) and GAAC's decoded tiles per warp (K and

@@ -150,8 +150,14 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // order, so the live splits (the first ones; a short context in a session sized for a long one
   // leaves the rest empty) spread over every multiprocessor before any takes a second.
   const bool head_fastest = e8 || (args.max_q > 0 && max_rows <= attn::kRowsPerGroup);
-  const attn::KernelArgs P{kv,         args,       seqs,        q,           out, part, attn_counters_,
-                           n_split,    half_bytes, warp_bytes,  dev_errors_, head_fastest ? 1 : 0};
+  // BF16 pages by bulk copy only for warps streaming at least this many blocks (kernels/attention_mma.cuh
+  // run_rows says why); GAACRT_CUDA_BULK_MIN_BLOCKS sets it.
+  static const int bulk_min = [] {
+    const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
+    return e ? std::max(0, std::atoi(e)) : 8;
+  }();
+  const attn::KernelArgs P{kv,         args,       seqs,        q,           out,      part, attn_counters_,
+                           n_split,    half_bytes, warp_bytes,  dev_errors_, bulk_min, head_fastest ? 1 : 0};
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);

@@ -68,6 +68,7 @@ struct KernelArgs {
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
   uint32_t warp_bytes;  // shared bytes of one warp's buffers
   DeviceErrors* err;
+  int32_t bulk_min_blocks;  // BF16 pages: bulk copies for warps streaming at least this many blocks
   // 1: a launch of decode-sized sequences only, its grid kv-head fastest (x = kv-head, y = split):
   // blocks go out in index order, so the live splits (the first ones) spread over every SM before
   // any takes a second. 0: x = split or prefill row group, y = kv-head.
@@ -344,6 +345,12 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   }
   const GaacKVLayer* st = kGaac ? static_cast<const GaacKVLayer*>(kv.codec) : nullptr;
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
+  // Bulk copies for BF16 pages only when this warp streams many blocks: a page is 16 rows copied
+  // one per lane, and the bulk copy's operands must be uniform, so the 32 copies of a block issue
+  // one lane at a time (~290 instructions against cp.async's ~30). Off the L1 miss path they pay
+  // at long contexts; a short range (a short context) is latency, and cp.async issues faster.
+  // GAAC's slots are one bulk copy each (lane 0): always bulk.
+  const bool bulk = kBulk && (kGaac || n_iter >= P.bulk_min_blocks);
 
   // Issues block `it` of this warp from its entries `e` into stage it % kS (entries kept for the decode).
   auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {
@@ -352,7 +359,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     if (lane == 0)
 #pragma unroll
       for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
-    uint64_t* bar = kBulk ? bars + slot : nullptr;
+    uint64_t* bar = bulk ? bars + slot : nullptr;
     if constexpr (kGaac)
       issue_gaac<kD>(kv, *st, e, sk, sk + kv_bytes, P.half_bytes, lane, bar);
     else
@@ -373,7 +380,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   for (int32_t it = 0; it < n_iter; ++it) {
     es.issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
-    if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... and its bulk copies
+    if (bulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... and its bulk copies
     __syncwarp();             // ... and every lane's
     const int32_t b = b_first + it * b_step;
     uint8_t* sk = wbase + (2 * (it % kS)) * kv_bytes;
@@ -512,22 +519,48 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
   const float* ws = reinterpret_cast<const float*>(smem);
   __syncthreads();
   const int64_t unit = (int64_t)blockIdx.z * kv.n_head_kv + kvh;
-  for (int e = threadIdx.x; e < n_rows * rs; e += kThreads) {
-    const int R = e / rs, c = e % rs, base = (R / kRowsPerTile) * kRowsPerTile + R % kRowsPerTile;
+  // A row's key-group states are rows R, R + 4 n_mt, ... of ws. Threads split as (row, column
+  // lane): tpr = 128 / (rows rounded up to a power of two) threads per row, each weighing the
+  // row's groups once (M, f, L) and then taking columns j, j + tpr, ...: no division per element
+  // (one per element cost ~200 instructions per thread at a short context, where this merge was
+  // a third of the kernel's critical path). Same operations in the same order as a per-element
+  // loop: the same bits.
+  const int tpr = n_rows <= 1 ? 128 : (n_rows <= 2 ? 64 : (n_rows <= 4 ? 32 : (n_rows <= 8 ? 16 : 8)));
+  const int R = threadIdx.x / tpr, j = threadIdx.x % tpr;
+  if (R < n_rows) {
+    const int stride = n_mt * kRowsPerTile * rs;
+    const float* w0 = ws + R * rs;
     float M = -INFINITY;
-    for (int k = 0; k < n_kg; ++k) M = fmaxf(M, ws[(base + k * n_mt * kRowsPerTile) * rs]);
-    float L = 0.f, acc = 0.f;
-    for (int k = 0; k < n_kg; ++k) {
-      const float* w = ws + (base + k * n_mt * kRowsPerTile) * rs;
-      const float f = w[0] == -INFINITY ? 0.f : exp2f(w[0] - M);
-      L += w[1] * f;
-      acc += w[c] * f;
+    for (int k = 0; k < n_kg; ++k) M = fmaxf(M, w0[k * stride]);
+    float f[kWarps], L = 0.f;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) {
+      const float m_k = k < n_kg ? w0[k * stride] : -INFINITY;
+      f[k] = m_k == -INFINITY ? 0.f : exp2f(m_k - M);
+      if (k < n_kg) L += w0[k * stride + 1] * f[k];
     }
     if (ds.n_live == 1) {  // one split holds every key: it writes the output itself
-      if (c >= 2)
-        P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c - 2] = L > 0.f ? acc / L : 0.f;
+      float* op = P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv;
+      for (int c = j; c < dv; c += tpr) {
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < kWarps; ++k)
+          if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
+        op[c] = L > 0.f ? acc / L : 0.f;
+      }
     } else {
-      P.part[((unit * P.n_split + split) * kRowsPerGroup + R) * rs + c] = c == 0 ? M : (c == 1 ? L : acc);
+      float* pp = P.part + ((unit * P.n_split + split) * kRowsPerGroup + R) * rs;
+      if (j == 0) {
+        pp[0] = M;
+        pp[1] = L;
+      }
+      for (int c = j; c < dv; c += tpr) {
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < kWarps; ++k)
+          if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
+        pp[2 + c] = acc;
+      }
     }
   }
   if (ds.n_live == 1) return;

@@ -156,8 +156,11 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
-  const attn::KernelArgs P{kv,         args,       seqs,        q,           out,      part, attn_counters_,
-                           n_split,    half_bytes, warp_bytes,  dev_errors_, bulk_min, head_fastest ? 1 : 0};
+  attn::KernelArgs P{kv,       args,       seqs,       q,          out,         part,     attn_counters_,
+                     n_split,  half_bytes, {0u, 0u},   warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0};
+  if (gaac)
+    for (int is_v = 0; is_v < 2; ++is_v)
+      P.gaac_stage[is_v] = attn::gaac_stage_word(td, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);

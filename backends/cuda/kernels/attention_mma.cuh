@@ -66,6 +66,7 @@ struct KernelArgs {
   int32_t* counters;   // [unit] arrivals (zero between launches: the last block resets its own)
   int32_t n_split;
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
+  uint32_t gaac_stage[2];  // GAAC: K's and V's slot constants (attention_tiles.cuh GaacStaging)
   uint32_t warp_bytes;  // shared bytes of one warp's buffers
   DeviceErrors* err;
   int32_t bulk_min_blocks;  // BF16 pages: bulk copies for warps streaming at least this many blocks
@@ -343,7 +344,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     fence_mbar_init();
     __syncwarp();
   }
-  const GaacKVLayer* st = kGaac ? static_cast<const GaacKVLayer*>(kv.codec) : nullptr;
+  const GaacStaging gs{P.gaac_stage[0], P.gaac_stage[1]};
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
   // Bulk copies for BF16 pages only when this warp streams many blocks: a page is 16 rows copied
   // one per lane, and the bulk copy's operands must be uniform, so the 32 copies of a block issue
@@ -361,7 +362,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
     uint64_t* bar = bulk ? bars + slot : nullptr;
     if constexpr (kGaac)
-      issue_gaac<kD>(kv, *st, e, sk, sk + kv_bytes, P.half_bytes, lane, bar);
+      issue_gaac<kD>(kv, gs, e, sk, sk + kv_bytes, P.half_bytes, lane, bar);
     else
       issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
   };
@@ -394,13 +395,13 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       kt = reinterpret_cast<uint16_t*>(dec);
       vt = reinterpret_cast<uint16_t*>(dec + (decoded_tiles<kB>() - 1) * kTileBytes);
       const uint32_t* be = ents + (it % kS) * kT;
-      bool ok = decode_gaac_block<kD, 0, kRK>(kv, *st, be, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
+      bool ok = decode_gaac_block<kD, 0, kRK>(kv, gs, be, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
       __syncwarp();
       float sc[2][2][4];
       block_scores<kD>(kt, qa, sc);
       if constexpr (kB == 3) __syncwarp();  // every lane's ldmatrix of K is done: V may overwrite it
       if constexpr (kRK < TileGeom<kD>::kRounds)
-        ok &= decode_gaac_block<kD, kRK, TileGeom<kD>::kRounds>(kv, *st, be, sk, sk + kv_bytes, P.half_bytes, GL,
+        ok &= decode_gaac_block<kD, kRK, TileGeom<kD>::kRounds>(kv, gs, be, sk, sk + kv_bytes, P.half_bytes, GL,
                                                                 b3, b4, kt, vt);
       if (!ok && lane == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
       __syncwarp();

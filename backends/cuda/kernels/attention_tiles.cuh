@@ -109,32 +109,46 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
 }
 
 // ---- GAAC cache ------------------------------------------------------------------------------
+// A layer's slot constants, K's and V's, one word each, computed on the host (gaac_stage_word) and
+// read from the kernel's parameters (recomputed per tile, global loads of the capacities
+// included, they cost ~200 instructions per block; held in registers, they spilled): bits 0-15
+// the staged bytes (fixed part + escapes, a 16-byte multiple, gaac_stage_bytes), 16-30 the escape
+// capacity, 31 set when every slot of the layer starts 16-byte aligned and its readable bytes
+// are exactly the staged bytes (then slots copy in 16-byte pieces or in bulk). Two words
+// selected, not an array indexed by is_v: is_v is a run-time value.
+struct GaacStaging {
+  uint32_t k, v;
+  __device__ uint32_t word(int is_v) const { return is_v ? v : k; }
+  __device__ uint32_t staged(int is_v) const { return word(is_v) & 0xFFFFu; }
+  __device__ uint32_t capacity(int is_v) const { return (word(is_v) >> 16) & 0x7FFFu; }
+  __device__ bool whole(int is_v) const { return (word(is_v) >> 31) != 0; }
+};
+// The word of a slot of `slot_bytes` (fixed part + capacity) at tile dim td; arena and chunk_bytes
+// as in KVLayerView (a slot starts at arena + chunk * chunk_bytes + sub * slot_bytes).
+inline uint32_t gaac_stage_word(int32_t td, uint64_t slot_bytes, const uint8_t* arena, uint64_t chunk_bytes) {
+  const uint32_t fixed = gaac_fixed_bytes(td);
+  const uint32_t cap = slot_bytes > fixed ? (uint32_t)(slot_bytes - fixed) : 0u;
+  const uint32_t nb = gaac_stage_bytes(td, cap);  // < 2^16 for every tile dim (at most 128)
+  const uint32_t need = fixed + (cap < gaac_max_escape_bytes(td) ? cap : gaac_max_escape_bytes(td));
+  const bool aligned = ((uintptr_t)arena & 15u) == 0 && chunk_bytes % 16 == 0 && slot_bytes % 16 == 0;
+  return nb | (cap < 0x7FFFu ? cap : 0x7FFFu) << 16 | (aligned && need == nb ? 1u << 31 : 0u);
+}
+
 // Issue: the slot bytes of each of the block's tiles into staging[is_v] + half * half_bytes; on
 // sm_90 (bar != nullptr) one bulk copy per slot by lane 0, counted on the stage's barrier.
 template <int kD>
-__device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLayer& st,
+__device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacStaging& gs,
                                            const uint32_t (&ent)[TileGeom<kD>::kTiles], uint8_t* stage_k,
                                            uint8_t* stage_v, uint32_t half_bytes, int lane, uint64_t* bar) {
   constexpr int kT = TileGeom<kD>::kTiles;
   const int32_t td = kv.tile_dim;
-  // A slot is copied in 16-byte pieces (or in bulk) when it starts 16-byte aligned and its staged
-  // size is exactly the slot's bytes; otherwise byte by byte.
-  auto need_of = [&](int32_t is_v) {  // the slot's bytes that can ever be read
-    const uint32_t cap = st.capacity[is_v];
-    return gaac_fixed_bytes(td) + (cap < gaac_max_escape_bytes(td) ? cap : gaac_max_escape_bytes(td));
-  };
-  auto whole = [&](uint32_t e, int32_t is_v, uint32_t& nb) {
-    nb = gaac_stage_bytes(td, st.capacity[is_v]);
-    return ((uintptr_t)kv_entry_ptr(kv, e, is_v) & 15u) == 0 && need_of(is_v) == nb;
-  };
   if (bar != nullptr) {
     fence_proxy_async();
     uint32_t bytes = 0;
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       const int32_t is_v = t >= kv.n_half;
-      uint32_t nb;
-      if (kv_entry_is_slot(ent[t]) && whole(ent[t], is_v, nb)) bytes += nb;
+      if (kv_entry_is_slot(ent[t]) && gs.whole(is_v)) bytes += gs.staged(is_v);
     }
     if (lane == 0) mbar_expect_tx(bar, bytes);
   }
@@ -149,8 +163,8 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
       continue;
     }
     uint8_t* dst = (is_v ? stage_v : stage_k) + half * half_bytes;
-    uint32_t nb;
-    if (whole(e, is_v, nb)) {
+    if (gs.whole(is_v)) {
+      const uint32_t nb = gs.staged(is_v);
       if (bar != nullptr) {
         if (lane == 0) bulk_copy(dst, src, nb, bar);
         continue;
@@ -164,7 +178,8 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacKVLa
         if (c < nc) cp_async16(dst + 16 * c, src + 16 * c, 16);
       }
     } else {  // a slot size that breaks 16-byte alignment: plain byte copy of exactly the slot
-      const uint32_t need = need_of(is_v);
+      const uint32_t cap = gs.capacity(is_v);
+      const uint32_t need = gaac_fixed_bytes(td) + (cap < gaac_max_escape_bytes(td) ? cap : gaac_max_escape_bytes(td));
       for (uint32_t x = lane; x < need; x += 32) dst[x] = src[x];
     }
   }
@@ -210,7 +225,7 @@ __device__ __forceinline__ GaacLanes gaac_lanes_of(int32_t td, int32_t n_half, i
 // when a slot fails validation (reserved tag, escapes beyond the capacity): the caller records it
 // and skips the block. Rows of every tile are written (zeros for an empty entry).
 template <int kD, int kR0, int kR1>
-__device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacKVLayer& st,
+__device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacStaging& gs,
                                                   const uint32_t* ents, const uint8_t* stage_k, const uint8_t* stage_v,
                                                   uint32_t half_bytes, const GaacLanes& L,
                                                   const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -250,7 +265,7 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
         n_raw += (uint32_t)__popc(B) << bit;
       }
     }
-    const bool bad = slot && (seg_bad || n_x + 4u * n_raw > st.capacity[is_v]);
+    const bool bad = slot && (seg_bad || n_x + 4u * n_raw > gs.capacity(is_v));
     if (__any_sync(kFull, bad)) ok = false;
     uint16_t* dst = is_v ? vt : kt;
     if (slot && !bad) {

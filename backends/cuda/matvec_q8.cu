@@ -19,10 +19,7 @@
 // 8 tokens at once, so a weight row is read once for all. The pieces every kernel here is built
 // of are in kernels/matvec_rows.cuh; the Q/K/V launch is in matvec_q8_multi.cu, gate/up in
 // kernels/matvec_gate_up.cuh (files of their own so the build compiles them in parallel).
-#include <algorithm>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <type_traits>
 
 #include "block_traits.cuh"
@@ -38,14 +35,10 @@ namespace {
 template <typename Block, int QK, int T, bool kQ16, bool kAccumulate>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
-                 XQ x, float* __restrict__ y, const float* __restrict__ bias, int64_t ahead) {
+                 XQ x, float* __restrict__ y, const float* __restrict__ bias) {
   const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= n_rows) return;
-  // Many waves (the LM head: 128K rows, ~40 waves on an H200): the row a wave later (`ahead` rows
-  // on) into L2 now, so the next wave's loads meet L2 instead of DRAM's latency (launch_matvec_q8).
-  if (ahead > 0 && row + ahead < n_rows)
-    for (size_t o = 128 * (size_t)lane; o < row_stride; o += 128 * kWarpSize) prefetch_l2(w + (row + ahead) * row_stride + o);
   float acc[1][T];
   const uint8_t* rows[1] = {w + row * row_stride};
   rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
@@ -139,29 +132,6 @@ size_t matvec_q8_scratch_bytes(int64_t n_tok, int64_t n_cols) {
 }
 
 namespace {
-// Rows a launch of `kernel` holds at once on the whole GPU, times GAACRT_CUDA_MATVEC_AHEAD (waves
-// to prefetch ahead, 1 unless set; 0 turns it off), for launches of more than four waves; else 0.
-int64_t prefetch_ahead_rows(const void* kernel, int threads, int64_t n_rows) {
-  static const int waves = [] {
-    const char* e = std::getenv("GAACRT_CUDA_MATVEC_AHEAD");
-    return e ? std::max(0, std::atoi(e)) : 1;
-  }();
-  if (waves == 0) return 0;
-  int device = 0;
-  GAACRT_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mu;
-  static std::map<std::pair<int, const void*>, int64_t> cache;  // resident rows per (device, kernel)
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find({device, kernel});
-  if (it == cache.end()) {
-    int sms = 0, per_sm = 0;
-    GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    GAACRT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-    it = cache.emplace(std::make_pair(device, kernel), (int64_t)sms * per_sm * (threads / kWarpSize)).first;
-  }
-  return n_rows > 4 * it->second ? waves * it->second : 0;
-}
-
 // matvec_q8_kernel over w's rows and the quantized a (checked by the caller).
 void launch_matvec_q8(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
                       bool accumulate) {
@@ -172,8 +142,7 @@ void launch_matvec_q8(const WeightView& w, const Q8Act& a, float* y, const float
     constexpr bool kQ16 = decltype(bits)::value;
     auto run = [&](auto kernel) {
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
-          w.row_stride, w.n_rows, w.n_cols, (int)a.n_tok, xq_of(a), y, bias,
-          prefetch_ahead_rows(reinterpret_cast<const void*>(kernel), kRowsPerBlock * kWarpSize, w.n_rows));
+          w.row_stride, w.n_rows, w.n_cols, (int)a.n_tok, xq_of(a), y, bias);
     };
     if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true>);
     else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false>);

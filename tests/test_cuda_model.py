@@ -124,7 +124,9 @@ def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):
 # Head size 128 (the Llama-3 shapes'): GAAC bit-identical to BF16 and both near the CPU, over a
 # context long enough for several decode splits and their fused reduce. In a fresh process per
 # setting of GAACRT_CUDA_ATTN_BLOCKS_PER_SM (read once per process): the kernel built for two
-# thread blocks per SM, and the one for three (one decoded GAAC tile that V reuses).
+# thread blocks per SM, and the one for three (one decoded GAAC tile that V reuses); and at three
+# with GAACRT_CUDA_BULK_MIN_BLOCKS=0, so that the BF16 decode streams its pages by bulk copy (700
+# tokens give a decode warp fewer blocks than the default threshold: cp.async).
 HEAD_128_RUN = """
 import sys
 import numpy as np
@@ -145,12 +147,12 @@ print("head 128 ok")
 """
 
 
-@pytest.mark.parametrize("blocks", ["2", "3"])
-def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks):
+@pytest.mark.parametrize("blocks,bulk_min", [("2", "8"), ("3", "8"), ("3", "0")], ids=["2", "3", "3-bulk"])
+def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks, bulk_min):
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "h128.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
-    env = dict(os.environ, GAACRT_CUDA_ATTN_BLOCKS_PER_SM=blocks)
+    env = dict(os.environ, GAACRT_CUDA_ATTN_BLOCKS_PER_SM=blocks, GAACRT_CUDA_BULK_MIN_BLOCKS=bulk_min)
     tests_dir = str(Path(__file__).resolve().parent)
     r = subprocess.run([sys.executable, "-c", HEAD_128_RUN, tests_dir, str(path)], env=env, capture_output=True,
                        text=True, timeout=600)

@@ -63,8 +63,10 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
   const int kD = kv.n_half == 2 ? 256 : (td <= 16 ? 16 : (td <= 32 ? 32 : (td <= 64 ? 64 : 128)));
 
-  // GAAC staging: a tile's slot is its fixed part plus the escape capacity (kv.slot_bytes).
-  uint32_t half_bytes = 0;
+  // GAAC staging: a tile's slot is its fixed part plus the escape capacity (kv.slot_bytes); its
+  // constants go to the kernel as one word per K / V (attention_tiles.cuh GaacStaging), the
+  // staging buffer holds the larger of the two.
+  uint32_t half_bytes = 0, stage_word[2] = {0u, 0u};
   if (gaac) {
     if (!gaac_tile_dim_ok(td))
       throw Error("backend", "invalid_argument", strfmt("cuda attention: GAAC tile dim %d is not a multiple of 8", td));
@@ -74,12 +76,14 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
         throw Error("backend", "invalid_argument",
                     strfmt("cuda attention: GAAC %s slot of %llu bytes is smaller than the fixed part (%u)",
                            is_v ? "V" : "K", (unsigned long long)kv.slot_bytes[is_v], gaac_fixed_bytes(td)));
-      half_bytes = std::max(half_bytes, attn::gaac_stage_bytes(td, (uint32_t)(kv.slot_bytes[is_v] - gaac_fixed_bytes(td))));
+      stage_word[is_v] = attn::gaac_stage_word(td, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
+      half_bytes = std::max(half_bytes, stage_word[is_v] & 0xFFFFu);
     }
   }
 
   // Split-K width: as many thread blocks per multiprocessor as the kernel is built for (three for
-  // E8, two for BF16/GAAC unless `blocks` below asks three), rounded down so that every block
+  // E8; for BF16/GAAC `blocks` below: three at head size 128 unless GAACRT_CUDA_ATTN_BLOCKS_PER_SM=2
+  // asks two, else two), rounded down so that every block
   // runs in the one wave (rounded up, two sequences of 8 kv-heads on 132 SMs made 272 blocks for
   // 264 places: 8 blocks ran as a second wave); a function of the batch shape, the cache's context
   // and the GPU only, never of the positions, and the same for BF16 and GAAC, so those two sum in
@@ -156,11 +160,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
-  attn::KernelArgs P{kv,       args,       seqs,       q,          out,         part,     attn_counters_,
-                     n_split,  half_bytes, {0u, 0u},   warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0};
-  if (gaac)
-    for (int is_v = 0; is_v < 2; ++is_v)
-      P.gaac_stage[is_v] = attn::gaac_stage_word(td, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
+  const attn::KernelArgs P{kv,      args,       seqs,          q,          out,         part,     attn_counters_,
+                           n_split, half_bytes, {stage_word[0], stage_word[1]}, warp_bytes, dev_errors_, bulk_min,
+                           head_fastest ? 1 : 0};
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);

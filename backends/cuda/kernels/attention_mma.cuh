@@ -350,7 +350,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   // one per lane, and the bulk copy's operands must be uniform, so the 32 copies of a block issue
   // one lane at a time (~290 instructions against cp.async's ~30). Off the L1 miss path they pay
   // at long contexts; a short range (a short context) is latency, and cp.async issues faster.
-  // GAAC's slots are one bulk copy each (lane 0): always bulk.
+  // GAAC's slots are one bulk copy each (lane 0), when the layer's slots copy whole: always bulk.
   const bool bulk = kBulk && (kGaac || n_iter >= P.bulk_min_blocks);
 
   // Issues block `it` of this warp from its entries `e` into stage it % kS (entries kept for the decode).
@@ -540,28 +540,20 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
       f[k] = m_k == -INFINITY ? 0.f : exp2f(m_k - M);
       if (k < n_kg) L += w0[k * stride + 1] * f[k];
     }
-    if (ds.n_live == 1) {  // one split holds every key: it writes the output itself
-      float* op = P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv;
-      for (int c = j; c < dv; c += tpr) {
-        float acc = 0.f;
+    // One split holding every key writes the output itself; else this split's partial (M, L, O).
+    const bool direct = ds.n_live == 1;
+    float* op = direct ? P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv
+                       : P.part + ((unit * P.n_split + split) * kRowsPerGroup + R) * rs + 2;
+    if (!direct && j == 0) {
+      op[-2] = M;
+      op[-1] = L;
+    }
+    for (int c = j; c < dv; c += tpr) {
+      float acc = 0.f;
 #pragma unroll
-        for (int k = 0; k < kWarps; ++k)
-          if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
-        op[c] = L > 0.f ? acc / L : 0.f;
-      }
-    } else {
-      float* pp = P.part + ((unit * P.n_split + split) * kRowsPerGroup + R) * rs;
-      if (j == 0) {
-        pp[0] = M;
-        pp[1] = L;
-      }
-      for (int c = j; c < dv; c += tpr) {
-        float acc = 0.f;
-#pragma unroll
-        for (int k = 0; k < kWarps; ++k)
-          if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
-        pp[2 + c] = acc;
-      }
+      for (int k = 0; k < kWarps; ++k)
+        if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
+      op[c] = direct ? (L > 0.f ? acc / L : 0.f) : acc;
     }
   }
   if (ds.n_live == 1) return;

@@ -37,10 +37,13 @@ struct TileGeom {
   static constexpr int kTiles = kD > KV_TILE_MAX_DIM ? 4 : 2;  // table entries of a block: K and V halves
 };
 
-// Escape bytes a tile can ever need (every group raw): caps what is staged of a large capacity.
+// The bytes of a slot the decode can ever read: the fixed part and the escapes up to what a tile
+// can ever need (every group raw), which caps a large capacity; staged rounded up to 16 bytes.
+__host__ __device__ inline uint32_t gaac_stage_need(int32_t td, uint32_t capacity) {
+  return gaac_fixed_bytes(td) + (capacity < gaac_max_escape_bytes(td) ? capacity : gaac_max_escape_bytes(td));
+}
 __host__ __device__ inline uint32_t gaac_stage_bytes(int32_t td, uint32_t capacity) {
-  const uint32_t esc = capacity < gaac_max_escape_bytes(td) ? capacity : gaac_max_escape_bytes(td);
-  return (gaac_fixed_bytes(td) + esc + 15u) & ~15u;
+  return (gaac_stage_need(td, capacity) + 15u) & ~15u;
 }
 
 // 16-byte chunk c of a [16][td] page -> its place in the row layout, column offset col0.
@@ -124,12 +127,15 @@ struct GaacStaging {
   __device__ bool whole(int is_v) const { return (word(is_v) >> 31) != 0; }
 };
 // The word of a slot of `slot_bytes` (fixed part + capacity) at tile dim td; arena and chunk_bytes
-// as in KVLayerView (a slot starts at arena + chunk * chunk_bytes + sub * slot_bytes).
+// as in KVLayerView (a slot starts at arena + chunk * chunk_bytes + sub * slot_bytes). The
+// capacity is slot_bytes less the fixed part of the BF16-element layout (codec/gaac/gaac_format.h
+// gaac_slot_bytes; GaacKVLayer::capacity holds the same number): KVFormat::GAAC only, the one GAAC
+// format these kernels decode (attention.cu turns the FP8 ones away).
 inline uint32_t gaac_stage_word(int32_t td, uint64_t slot_bytes, const uint8_t* arena, uint64_t chunk_bytes) {
   const uint32_t fixed = gaac_fixed_bytes(td);
   const uint32_t cap = slot_bytes > fixed ? (uint32_t)(slot_bytes - fixed) : 0u;
   const uint32_t nb = gaac_stage_bytes(td, cap);  // < 2^16 for every tile dim (at most 128)
-  const uint32_t need = fixed + (cap < gaac_max_escape_bytes(td) ? cap : gaac_max_escape_bytes(td));
+  const uint32_t need = gaac_stage_need(td, cap);
   const bool aligned = ((uintptr_t)arena & 15u) == 0 && chunk_bytes % 16 == 0 && slot_bytes % 16 == 0;
   return nb | (cap < 0x7FFFu ? cap : 0x7FFFu) << 16 | (aligned && need == nb ? 1u << 31 : 0u);
 }
@@ -178,8 +184,7 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacStag
         if (c < nc) cp_async16(dst + 16 * c, src + 16 * c, 16);
       }
     } else {  // a slot size that breaks 16-byte alignment: plain byte copy of exactly the slot
-      const uint32_t cap = gs.capacity(is_v);
-      const uint32_t need = gaac_fixed_bytes(td) + (cap < gaac_max_escape_bytes(td) ? cap : gaac_max_escape_bytes(td));
+      const uint32_t need = gaac_stage_need(td, gs.capacity(is_v));
       for (uint32_t x = lane; x < need; x += 32) dst[x] = src[x];
     }
   }

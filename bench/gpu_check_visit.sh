@@ -17,6 +17,11 @@
 #            q16) and the kernels of one 512-token prefill, PDL off (not a default stage)
 #   ncu      Nsight Compute on NCU_COUNT launches of the kernels matching NCU_REGEX after NCU_SKIP
 #            of them, two decode tokens, PDL off (not a default stage)
+#   sass     where one launch's instructions and stall samples fall in its SASS: Nsight Compute
+#            with dense warp sampling on the SASS_SKIP+1-th launch of a kernel whose demangled name
+#            matches SASS_REGEX, run under SASS_CMD (default: the GAAC decode attention at 64K,
+#            bench/cuda_attention.py), then bench/ncu_sass_regions.py with SASS_UNITS work units
+#            (default 32768 = 64K / 16 x 8 kv-heads) (not a default stage)
 #   layout   tg128 at depth 0 with the weights regrouped by eight and with the GGUF bytes
 #            (GAACRT_CUDA_GROUP8=1|0), the same run (not a default stage)
 #   q4k      the 8B shape with Q4_K projections (gen_8b.py --body-type q4_k; the same bytes as
@@ -81,6 +86,19 @@ if has ncu; then
     "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 2 --graph 0 > "$OUT/ncu.txt" 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Grid Size|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth" \
     "$OUT/ncu.txt" | cut -c1-150 | head -150
+fi
+if has sass; then
+  : "${SASS_REGEX:=attention_mma_kernel<.int.128, .bool.1}" "${SASS_SKIP:=10}" "${SASS_UNITS:=32768}"
+  : "${SASS_CMD:=$PY bench/cuda_attention.py --kv synthetic --ctx 65536 --batch 1 --lossy= --reps 2}"
+  stage "sass: $SASS_REGEX, skip $SASS_SKIP, under: $SASS_CMD"
+  # shellcheck disable=SC2086
+  timeout 300 ncu --clock-control none --kernel-name-base demangled -k "regex:$SASS_REGEX" --launch-skip "$SASS_SKIP" \
+    --launch-count 1 --warp-sampling-interval 0 --section SpeedOfLight --section WarpStateStats \
+    --section SourceCounters -o "$OUT/sass" $SASS_CMD > "$OUT/sass_run.txt" 2>&1
+  ncu --import "$OUT/sass.ncu-rep" --page source --print-source sass --csv > "$OUT/sass.csv" 2>&1 &&
+    "$PY" bench/ncu_sass_regions.py "$OUT/sass.csv" --units "$SASS_UNITS" | head -60
+  ncu --import "$OUT/sass.ncu-rep" --print-details all 2>&1 | grep -E "Duration|Warp Cycles Per Issued|Stall (Wait|Long|Short)" | head -6
+  rm -f "$OUT/sass.ncu-rep"
 fi
 if has layout; then
   for G in 1 0; do

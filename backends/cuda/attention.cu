@@ -66,7 +66,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // GAAC staging: a tile's slot is its fixed part plus the escape capacity (kv.slot_bytes); its
   // constants go to the kernel as one word per K / V (attention_tiles.cuh GaacStaging), the
   // staging buffer holds the larger of the two.
-  uint32_t half_bytes = 0, stage_word[2] = {0u, 0u};
+  uint32_t half_bytes = 0;
+  attn::GaacStaging staging{0u, 0u};
   if (gaac) {
     if (!gaac_tile_dim_ok(td))
       throw Error("backend", "invalid_argument", strfmt("cuda attention: GAAC tile dim %d is not a multiple of 8", td));
@@ -76,18 +77,18 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
         throw Error("backend", "invalid_argument",
                     strfmt("cuda attention: GAAC %s slot of %llu bytes is smaller than the fixed part (%u)",
                            is_v ? "V" : "K", (unsigned long long)kv.slot_bytes[is_v], gaac_fixed_bytes(td)));
-      stage_word[is_v] = attn::gaac_stage_word(td, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
-      half_bytes = std::max(half_bytes, stage_word[is_v] & 0xFFFFu);
+      (is_v ? staging.v : staging.k) = attn::gaac_stage_word(td, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
+      half_bytes = std::max(half_bytes, staging.staged(is_v));
     }
   }
 
   // Split-K width: as many thread blocks per multiprocessor as the kernel is built for (three for
   // E8; for BF16/GAAC `blocks` below: three at head size 128 unless GAACRT_CUDA_ATTN_BLOCKS_PER_SM=2
-  // asks two, else two), rounded down so that every block
-  // runs in the one wave (rounded up, two sequences of 8 kv-heads on 132 SMs made 272 blocks for
-  // 264 places: 8 blocks ran as a second wave); a function of the batch shape, the cache's context
-  // and the GPU only, never of the positions, and the same for BF16 and GAAC, so those two sum in
-  // the same order; a captured graph stays valid.
+  // asks two, else two), rounded down so that every block runs in the one wave (rounded up, two
+  // sequences of 8 kv-heads on 132 SMs made 272 blocks for 264 places: 8 blocks ran as a second
+  // wave); a function of the batch shape, the cache's context and the GPU only, never of the
+  // positions, and the same for BF16 and GAAC, so those two sum in the same order; a captured
+  // graph stays valid.
   // GAACRT_CUDA_E8_SPLITS_PER_SM sets E8's (each thread block rotates its own queries, so more
   // splits cost more than for the other formats; at 64K, tg128 of the 8B shape: 2 173 tok/s,
   // 3 194).
@@ -160,9 +161,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
-  const attn::KernelArgs P{kv,      args,       seqs,          q,          out,         part,     attn_counters_,
-                           n_split, half_bytes, {stage_word[0], stage_word[1]}, warp_bytes, dev_errors_, bulk_min,
-                           head_fastest ? 1 : 0};
+  const attn::KernelArgs P{kv,         args,    seqs,       q,           out,      part, attn_counters_,
+                           n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0};
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);

@@ -10,7 +10,7 @@
 // query row (g = lane/4 and g + 8 name the same row), which keeps the softmax per lane simple:
 // the three parts of a score are summed with one shuffle (lane ^ 16), and the same for p·v at the end.
 //
-// Warps are independent: each streams its own blocks through a pipeline of stages_for() blocks in
+// Warps are independent: each streams its own blocks through a pipeline of stage_count() blocks in
 // its own shared buffers (no __syncthreads in the loop) and keeps an online softmax (m, l, O).
 //   * decode-sized sequences (n_q * G <= 16 rows, e.g. one token of a GQA group): the visible blocks
 //     are cut into chunks of 4 blocks aligned to absolute block indices, the chunks into n_split
@@ -51,10 +51,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 // V, or one that V reuses), for the host's shared-memory sums and the kernel's carving alike.
 __host__ __device__ constexpr int stage_count(int kD, int blocks) { return kD > 128 || blocks == 3 ? 2 : kStages; }
 __host__ __device__ constexpr int decoded_tile_count(int blocks) { return blocks == 3 ? 1 : 2; }
-template <int kD, int kB = 2>
-constexpr int stages_for() { return stage_count(kD, kB); }
-template <int kB>
-constexpr int decoded_tiles() { return decoded_tile_count(kB); }
 
 struct KernelArgs {
   KVLayerView kv;
@@ -66,7 +62,7 @@ struct KernelArgs {
   int32_t* counters;   // [unit] arrivals (zero between launches: the last block resets its own)
   int32_t n_split;
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
-  uint32_t gaac_stage[2];  // GAAC: K's and V's slot constants (attention_tiles.cuh GaacStaging)
+  GaacStaging gaac_stage;  // GAAC: K's and V's slot constants (attention_tiles.cuh)
   uint32_t warp_bytes;  // shared bytes of one warp's buffers
   DeviceErrors* err;
   int32_t bulk_min_blocks;  // BF16 pages: bulk copies for warps streaming at least this many blocks
@@ -293,12 +289,12 @@ __device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid
 }
 
 // A warp's shared bytes: kS stages of K and V (BF16 tiles, or GAAC slot staging), for GAAC the
-// decoded tiles (K and V, or one that V reuses: decoded_tiles), then the stages' barriers (sm_90
+// decoded tiles (K and V, or one that V reuses: decoded_tile_count), then the stages' barriers (sm_90
 // bulk copies) and the ring of the in-flight blocks' table entries.
 template <int kD, bool kGaac, int kB>
 __device__ __forceinline__ uint64_t* stage_bars(uint8_t* wbase, uint32_t kv_bytes) {
-  const uint32_t decoded = kGaac ? decoded_tiles<kB>() * TileGeom<kD>::kTileBytes : 0;  // GAAC's decoded tiles
-  return reinterpret_cast<uint64_t*>(wbase + stages_for<kD, kB>() * 2 * kv_bytes + decoded);
+  const uint32_t decoded = kGaac ? decoded_tile_count(kB) * TileGeom<kD>::kTileBytes : 0;  // GAAC's decoded tiles
+  return reinterpret_cast<uint64_t*>(wbase + stage_count(kD, kB) * 2 * kv_bytes + decoded);
 }
 __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
   const uint32_t stages = stage_count(kD, blocks);
@@ -318,7 +314,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
                                          const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                          const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
                                          float& m, float& l) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD, kB>(), kT = TileGeom<kD>::kTiles;
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB), kT = TileGeom<kD>::kTiles;
   const KVLayerView& kv = P.kv;
   const int lane = threadIdx.x & 31;
   const int32_t dk = kv.head_dim_k;
@@ -344,7 +340,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     fence_mbar_init();
     __syncwarp();
   }
-  const GaacStaging gs{P.gaac_stage[0], P.gaac_stage[1]};
+  const GaacStaging& gs = P.gaac_stage;
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
   // Bulk copies for BF16 pages only when this warp streams many blocks: a page is 16 rows copied
   // one per lane, and the bulk copy's operands must be uniform, so the 32 copies of a block issue
@@ -393,7 +389,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       // built for) a head has one tile per half and a round is one tile (gaac_lanes_of: nsub = 1).
       static_assert(kB != 3 || (kD == 128 && kRK < TileGeom<kD>::kRounds), "one decoded tile: K's rounds first");
       kt = reinterpret_cast<uint16_t*>(dec);
-      vt = reinterpret_cast<uint16_t*>(dec + (decoded_tiles<kB>() - 1) * kTileBytes);
+      vt = reinterpret_cast<uint16_t*>(dec + (decoded_tile_count(kB) - 1) * kTileBytes);
       const uint32_t* be = ents + (it % kS) * kT;
       bool ok = decode_gaac_block<kD, 0, kRK>(kv, gs, be, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
       __syncwarp();
@@ -647,7 +643,7 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 template <int kD, bool kGaac, int kB>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_kernel(const KernelArgs P) {
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stages_for<kD, kB>();
+  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB);
   constexpr int kR = TileGeom<kD>::kRounds;
   const KVLayerView& kv = P.kv;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
@@ -670,7 +666,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   if (d < kD) {
     const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
     uint8_t* t0 = kGaac ? wbase + kS * 2 * kv_bytes : wbase;
-    const int n_tiles = kGaac ? decoded_tiles<kB>() : 2 * kS;
+    const int n_tiles = kGaac ? decoded_tile_count(kB) : 2 * kS;
     for (int t = 0; t < n_tiles; ++t)
       for (int x = lane; x < KV_BLOCK_TOKENS * (kD - d); x += 32)
         reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;

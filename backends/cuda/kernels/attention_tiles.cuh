@@ -121,10 +121,10 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
 // selected, not an array indexed by is_v: is_v is a run-time value.
 struct GaacStaging {
   uint32_t k, v;
-  __device__ uint32_t word(int is_v) const { return is_v ? v : k; }
-  __device__ uint32_t staged(int is_v) const { return word(is_v) & 0xFFFFu; }
-  __device__ uint32_t capacity(int is_v) const { return (word(is_v) >> 16) & 0x7FFFu; }
-  __device__ bool whole(int is_v) const { return (word(is_v) >> 31) != 0; }
+  __host__ __device__ uint32_t word(int is_v) const { return is_v ? v : k; }
+  __host__ __device__ uint32_t staged(int is_v) const { return word(is_v) & 0xFFFFu; }
+  __host__ __device__ uint32_t capacity(int is_v) const { return (word(is_v) >> 16) & 0x7FFFu; }
+  __host__ __device__ bool whole(int is_v) const { return (word(is_v) >> 31) != 0; }
 };
 // The word of a slot of `slot_bytes` (fixed part + capacity) at tile dim td; arena and chunk_bytes
 // as in KVLayerView (a slot starts at arena + chunk * chunk_bytes + sub * slot_bytes). The

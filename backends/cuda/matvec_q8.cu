@@ -32,23 +32,33 @@ namespace gaacrt::cuda {
 using namespace matvec;
 namespace {
 
-template <typename Block, int QK, int T, bool kQ16, bool kAccumulate>
+// One warp per R rows (rows R·w .. R·w + R - 1). R = 2 reads each x value once for two rows, so
+// a warp's x loads per weight byte halve and twice the weight loads are in flight per lane. Each
+// row's sum is taken in the same order for every R: the same bits.
+template <typename Block, int QK, int T, bool kQ16, bool kAccumulate, int R>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 matvec_q8_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                  XQ x, float* __restrict__ y, const float* __restrict__ bias) {
-  const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t row0 = ((int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize) * R;
   const int lane = threadIdx.x % kWarpSize;
-  if (row >= n_rows) return;
-  float acc[1][T];
-  const uint8_t* rows[1] = {w + row * row_stride};
-  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
+  if (row0 >= n_rows) return;
+  float acc[R][T];
+  const uint8_t* rows[R];
 #pragma unroll
-  for (int t = 0; t < T; ++t) {
-    if (t >= n_tok) break;
-    if (lane != 0) continue;
-    const float v = bias ? acc[0][t] + bias[row] : acc[0][t];
-    if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
-    else y[(int64_t)t * n_rows + row] = v;
+  for (int r = 0; r < R; ++r) rows[r] = w + min(row0 + r, n_rows - 1) * row_stride;  // past the end: unused
+  rows_dots<Block, QK, T, kQ16>(rows, (int)n_cols, n_tok, x, lane, acc, WaitForX{});
+  if (lane != 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + r;
+    if (row >= n_rows) break;
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      if (t >= n_tok) break;
+      const float v = bias ? acc[r][t] + bias[row] : acc[r][t];
+      if (kAccumulate) y[(int64_t)t * n_rows + row] += v;  // what add_kernel does with the stored v
+      else y[(int64_t)t * n_rows + row] = v;
+    }
   }
 }
 
@@ -135,17 +145,27 @@ namespace {
 // matvec_q8_kernel over w's rows and the quantized a (checked by the caller).
 void launch_matvec_q8(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
                       bool accumulate) {
-  const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const char* e = std::getenv("GAACRT_CUDA_MATVEC_ROWS");  // per call: rows per warp, 2 or 1 (an experiment)
+  const bool two_rows = e && e[0] == '2' && a.n_tok == 1;
   dispatch_q8(w, a, [&](auto bt, auto nt, auto bits) {
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;
     constexpr bool kQ16 = decltype(bits)::value;
-    auto run = [&](auto kernel) {
+    auto run = [&](auto kernel, int64_t rows_per_warp) {
+      const int64_t rows_per_block = kRowsPerBlock * rows_per_warp;
+      const unsigned grid = (unsigned)((w.n_rows + rows_per_block - 1) / rows_per_block);
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
           w.row_stride, w.n_rows, w.n_cols, (int)a.n_tok, xq_of(a), y, bias);
     };
-    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true>);
-    else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false>);
+    if constexpr (T == 1) {
+      if (two_rows) {
+        if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true, 2>, 2);
+        else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false, 2>, 2);
+        return;
+      }
+    }
+    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true, 1>, 1);
+    else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false, 1>, 1);
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

@@ -14,8 +14,8 @@
 //     w_i = d_g · q_i + m     (q_i int8; d_g the group's scale, so Q6_K's per-16 scales fit)
 // so  Σ w_i x_i ≈ d_x · d_g · Σ q_i xq_i + m · (d_x Σ xq_i),
 // the same algebra the CPU's vec_dot kernels use (Q4_0's -8 is inside q_i, or taken off per block
-// as 8·Σxq in the regrouped layout; Q4_1/K-quants' mins go through m). One warp per output row;
-// lanes share blocks so each load is contiguous across the warp (kernels/matvec_pieces.cuh); up to
+// as 8·Σxq in the regrouped layout; Q4_1/K-quants' mins go through m). One warp per output row (two
+// for one token: x read once for both); lanes share blocks so each load is contiguous across the warp (kernels/matvec_pieces.cuh); up to
 // 8 tokens at once, so a weight row is read once for all. The pieces every kernel here is built
 // of are in kernels/matvec_rows.cuh; the Q/K/V launch is in matvec_q8_multi.cu, gate/up in
 // kernels/matvec_gate_up.cuh (files of their own so the build compiles them in parallel).
@@ -145,8 +145,11 @@ namespace {
 // matvec_q8_kernel over w's rows and the quantized a (checked by the caller).
 void launch_matvec_q8(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
                       bool accumulate) {
-  const char* e = std::getenv("GAACRT_CUDA_MATVEC_ROWS");  // per call: rows per warp, 2 or 1 (an experiment)
-  const bool two_rows = e && e[0] == '2' && a.n_tok == 1;
+  // Two rows per warp for one token (H200, 8B shape, 16-bit x: the Q6_K LM head 189 -> 142 µs, o/down
+  // 9.98 -> 9.6 µs, tg128 at depth 0 +4%); more tokens keep one row (their accumulators already take
+  // the registers). GAACRT_CUDA_MATVEC_ROWS=1 (read per call: the tests flip it) asks one row.
+  const char* e = std::getenv("GAACRT_CUDA_MATVEC_ROWS");
+  const bool two_rows = a.n_tok == 1 && !(e && e[0] == '1');
   dispatch_q8(w, a, [&](auto bt, auto nt, auto bits) {
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;

@@ -103,10 +103,14 @@ def test_cuda_qkv_rope_in_one_launch_is_bit_identical(tmp_path, monkeypatch, arc
         return np.vstack(rows)
 
     fused = run()
+    monkeypatch.setenv("GAACRT_CUDA_QKV_BLOCKS", "1")  # one token: the kernel without the register cap
+    uncapped = run()
+    monkeypatch.delenv("GAACRT_CUDA_QKV_BLOCKS")
     monkeypatch.setenv("GAACRT_CUDA_QKV_ROPE", "0")
     apart = run()
     assert np.isfinite(fused).all()
     assert np.array_equal(fused.view(np.uint32), apart.view(np.uint32))
+    assert np.array_equal(uncapped.view(np.uint32), apart.view(np.uint32))
 
 
 def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):

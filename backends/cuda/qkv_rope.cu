@@ -39,8 +39,8 @@ struct QkvRopeArgs {
   const KVTokenSlot* slots;
 };
 
-template <typename Block, int QK, int T, bool kQ16, bool kNorm>
-__global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize)
+template <typename Block, int QK, int T, bool kQ16, bool kNorm, int kMinBlocks = 1>
+__global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize, kMinBlocks)
 qkv_rope_kernel(QkvRopeArgs a, int64_t n_cols, int n_tok, XQ x, NormX nx) {
   constexpr int R = rows_per_block<kNorm>();
   const int i = blockIdx.x >= a.first[1] ? (blockIdx.x >= a.first[2] ? 2 : 1) : 0;  // 0 Q, 1 K, 2 V
@@ -130,10 +130,20 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
   q.rc = rope_const(rope, d);
   q.kv = kv;
   q.slots = slots;
-  launch_q8_norm_kernel(w[0], a, norm, q.first[3], q, stream, [](auto bt, auto nt, auto bits, auto kn) {
+  // One token without the norm inside: registers capped at 80 for six blocks per SM (some spill), so
+  // the 8B shape's 3,072 warps fit one wave (104 registers, four blocks: 1.45 waves); H200, PDL
+  // off: 11.56 -> 9.00 µs a launch. GAACRT_CUDA_QKV_BLOCKS=1 (read per call: a test flips it) asks
+  // the uncapped kernel.
+  const char* eb = std::getenv("GAACRT_CUDA_QKV_BLOCKS");
+  const bool six = !(eb && eb[0] == '1');
+  launch_q8_norm_kernel(w[0], a, norm, q.first[3], q, stream, [six](auto bt, auto nt, auto bits, auto kn) {
     using BT = decltype(bt);
-    return qkv_rope_kernel<typename BT::block, BT::qk, decltype(nt)::value, decltype(bits)::value,
-                           decltype(kn)::value>;
+    constexpr int T = decltype(nt)::value;
+    constexpr bool kQ16 = decltype(bits)::value, kNorm = decltype(kn)::value;
+    auto kernel = qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, kNorm>;
+    if constexpr (T == 1 && !kNorm)
+      if (six) kernel = qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, kNorm, 6>;
+    return kernel;
   });
   return true;
 }

@@ -56,25 +56,6 @@ def test_norm_matmuls_fused_is_the_composition_bit_for_bit(backend, t, n_tok, di
     assert np.abs(ys_ref[0]).max() > 0
 
 
-@pytest.mark.parametrize("t", [T.Q4_0, T.Q6_K], ids=lambda t: t.name)
-@pytest.mark.parametrize("n_tok,dim", [(1, 2048), (3, 3072), (1, 4096), (2, 4096)])
-def test_cuda_norm_over_several_blocks_gives_the_same_bits(backend, t, n_tok, dim, monkeypatch):
-    # Rows of 2,048 to 4,096 values (whole 512-value parts) are normed and quantized by several
-    # thread blocks, each summing the whole row in the one-block kernel's order
-    # (norm_quant_split_kernel); GAACRT_CUDA_NORM_SPLIT=0 gives the one-block kernel: the same bits.
-    if backend.name != "cuda":
-        pytest.skip("a CUDA launch choice")
-    rng, x, norm_w = case(t, n_tok, dim, int(t) + dim + n_tok)
-    ws = [(random_rows(t, r, dim, rng), int(t)) for r in (37, 16, 16)]
-    ys, xn = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=True)
-    monkeypatch.setenv("GAACRT_CUDA_NORM_SPLIT", "0")
-    ys_one, xn_one = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=True)
-    same_bits(xn, xn_one)
-    for y, y_one in zip(ys, ys_one):
-        same_bits(y, y_one)
-    assert np.abs(ys_one[0]).max() > 0
-
-
 @pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("act", [0, 1], ids=["silu", "gelu"])
 @pytest.mark.parametrize("n_tok,dim", [(1, 512), (1, 768), (8, 1024), (1, 1280), (3, 3072), (1, 4096)])

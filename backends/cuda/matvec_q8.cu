@@ -118,54 +118,6 @@ norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
                        reinterpret_cast<float4*>(xn + row * dim), token_row(a, row), [] { pdl_begin(); });
 }
 
-// norm_quant_kernel's work over kNormSplitThreads-thread blocks, dim / 4 / kNormSplitThreads of
-// them a row (the 8B shape: eight): one block of 1,024 threads on one SM issued every instruction
-// of the row's quantization (520 a warp at 13.7 cycles each, H200), so the row now goes over
-// several SMs. Each block sums the whole row's squares in the 1,024-thread kernel's order — virtual
-// thread v (one quad, v < dim / 4 <= 1,024) is thread v % 128's m-th sum, m = v / 128, and virtual
-// warp j + 4m's xor shuffles are real warp j's m-th — so every block gets its inv, and the row its
-// xn and quantization, with the same bits; then it quantizes its own 128 quads.
-constexpr int kNormSplitThreads = 128, kNormSplitMax = kNormMaxThreads / kNormSplitThreads;
-template <bool kQ16>
-__global__ void __launch_bounds__(kNormSplitThreads)
-norm_quant_split_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps, int64_t dim,
-                        float* __restrict__ xn, Q8Act a) {
-  __shared__ double part[kNormMaxThreads / kWarpSize];
-  const int64_t row = blockIdx.y, n4 = dim / 4;
-  const int t = threadIdx.x, lane = t % kWarpSize, warp = t / kWarpSize, n_m = (int)(n4 / kNormSplitThreads);
-  const int64_t i = (int64_t)blockIdx.x * kNormSplitThreads + t;  // the quad this thread quantizes
-  const float4* xr = reinterpret_cast<const float4*>(x + row * dim);
-  const float4 g = reinterpret_cast<const float4*>(w)[i];  // no kernel's output: loaded before the wait
-  pdl_begin();
-  float4 q[kNormSplitMax];
-#pragma unroll
-  for (int m = 0; m < kNormSplitMax; ++m) q[m] = m < n_m ? xr[t + m * kNormSplitThreads] : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-  for (int m = 0; m < kNormSplitMax; ++m) {
-    if (m >= n_m) break;
-    const double ss = warp_sum_f64(sumsq(0.0, q[m]));  // virtual warp warp + 4m
-    if (lane == 0) part[warp + m * (kNormSplitThreads / kWarpSize)] = ss;
-  }
-  __syncthreads();
-  const int n_warps = (int)(n4 / kWarpSize);  // the 1,024-thread kernel's warps (block_inv_rms)
-  const double total = warp_sum_f64(lane < n_warps ? part[lane] : 0.0);
-  const float inv = (float)(1.0 / sqrt(total / (double)dim + (double)eps));
-  float4 mine = q[0];
-#pragma unroll
-  for (int m = 1; m < kNormSplitMax; ++m)
-    if (m == (int)blockIdx.x) mine = q[m];
-  norm_quant_quad<kQ16>(mine, g, inv, i, true, xn ? reinterpret_cast<float4*>(xn + row * dim) : nullptr,
-                        token_row(a, row));
-}
-
-// Rows norm_quant_split_kernel takes: one quad per virtual thread, whole 128-quad blocks, at least two.
-// GAACRT_CUDA_NORM_SPLIT=0 (read per call: a test flips it) keeps one block a row.
-bool norm_split_fits(int64_t dim) {
-  const char* e = std::getenv("GAACRT_CUDA_NORM_SPLIT");
-  return !(e && e[0] == '0') && dim % (4 * kNormSplitThreads) == 0 && dim / 4 <= kNormMaxThreads &&
-         dim / 4 >= 2 * kNormSplitThreads;
-}
-
 }  // namespace
 
 // Weights are read in loads as wide as their block size allows (2, 4, 8 or 16 bytes) and in 8-
@@ -263,11 +215,7 @@ void norm_quant_q8(const float* x, const float* norm_w, float eps, int64_t n_tok
     throw Error("backend", "invalid_argument", strfmt("cuda norm_quant_q8: %lld x %lld", (long long)n_tok, (long long)dim));
   if (!norm_quant_q8_aligned(x, norm_w, xn))
     throw Error("backend", "invalid_argument", "cuda norm_quant_q8: x, the norm weight and xn must be 16-byte aligned");
-  if (norm_split_fits(dim)) {
-    const dim3 grid((unsigned)(dim / 4 / kNormSplitThreads), (unsigned)n_tok);
-    if (a.lo) launch_kernel(norm_quant_split_kernel<true>, grid, kNormSplitThreads, 0, stream, x, norm_w, eps, dim, xn, a);
-    else launch_kernel(norm_quant_split_kernel<false>, grid, kNormSplitThreads, 0, stream, x, norm_w, eps, dim, xn, a);
-  } else if (a.lo)
+  if (a.lo)
     launch_kernel(norm_quant_kernel<true>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a);
   else
     launch_kernel(norm_quant_kernel<false>, (unsigned)n_tok, norm_threads(dim), 0, stream, x, norm_w, eps, dim, xn, a);

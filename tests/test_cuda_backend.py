@@ -151,18 +151,20 @@ def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, 
 @pytest.mark.parametrize("t,n_rows,n_cols", [(T.Q4_0, 301, 4096), (T.Q4_0, 64, 14336), (T.Q6_K, 300, 4352),
                                             (T.Q6_K, 257, 4096), (T.Q8_0, 299, 4096), (T.Q4_K, 130, 4096)],
                          ids=lambda v: getattr(v, "name", str(v)))
-def test_cuda_two_rows_per_warp_matvec_gives_the_same_bits(cuda, t, n_rows, n_cols, monkeypatch):
+@pytest.mark.parametrize("act_bits", [16, 8])
+def test_cuda_two_rows_per_warp_matvec_gives_the_same_bits(cuda, t, n_rows, n_cols, act_bits, monkeypatch):
     # One warp takes two rows of one token's matvec (the default; GAACRT_CUDA_MATVEC_ROWS=1 asks
     # one), each row summed in the same order: the same bits, odd row counts (the last warp's second row past the end), the
     # group-of-eight layout (Q4_0, Q8_0, Q6_K at 4,096 columns) and the GGUF one (Q6_K at 4,352).
     # (Up to 2,048 columns one token takes matvec_q8_self, which quantizes x itself.)
+    be = cuda if act_bits == 16 else _core.open_backend("cuda", act_bits=8)
     rng = np.random.default_rng(n_rows * n_cols)
     raw = random_rows(t, n_rows, n_cols, rng)
     x = rng.standard_normal((1, n_cols)).astype(np.float32)
     monkeypatch.setenv("GAACRT_CUDA_MATVEC_ROWS", "1")
-    one = cuda.matmul(raw, int(t), x)
+    one = be.matmul(raw, int(t), x)
     monkeypatch.setenv("GAACRT_CUDA_MATVEC_ROWS", "2")
-    two = cuda.matmul(raw, int(t), x)
+    two = be.matmul(raw, int(t), x)
     assert np.array_equal(one.view(np.uint32), two.view(np.uint32))
 
 

@@ -11,6 +11,7 @@
 // previous kernel each warp computes its pair's cos/sin at the tokens' positions and, for a single
 // token, where its K/V channels go: positions, slots and block table were written before the step.
 #include <cstdlib>
+#include <type_traits>
 
 #include "block_traits.cuh"
 #include "common/half.h"
@@ -130,7 +131,8 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
   q.rc = rope_const(rope, d);
   q.kv = kv;
   q.slots = slots;
-  // One token without the norm inside: registers capped at 80 for six blocks per SM (some spill), so
+  // One token of regrouped Q4_0, norm outside: registers capped at 80 for six blocks per SM (48 bytes
+  // of spill), so
   // the 8B shape's 3,072 warps fit one wave (104 registers, four blocks: 1.45 waves); H200, PDL
   // off: 11.56 -> 9.00 µs a launch. GAACRT_CUDA_QKV_BLOCKS=1 (read per call: a test flips it) asks
   // the uncapped kernel.
@@ -141,7 +143,8 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
     constexpr int T = decltype(nt)::value;
     constexpr bool kQ16 = decltype(bits)::value, kNorm = decltype(kn)::value;
     auto kernel = qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, kNorm>;
-    if constexpr (T == 1 && !kNorm)
+    // Measured on regrouped Q4_0 only: capped, other types spill more (Q4_K 128 bytes, Q6_K 276).
+    if constexpr (T == 1 && !kNorm && std::is_same_v<typename BT::block, Group8<block_q4_0>>)
       if (six) kernel = qkv_rope_kernel<typename BT::block, BT::qk, T, kQ16, kNorm, 6>;
     return kernel;
   });

@@ -22,6 +22,9 @@ the same context, in one attention call.
 Our times: Context._time_attention (median of host-timed synchronous launches, launch overhead
 included), and "b2b": the mean of `--reps` launches queued back to back with one wait at the end
 (launch latency hidden, as torch's figure). torch: CUDA events around 50 back-to-back calls.
+Below each table, with two or more contexts of at least 32K: each kernel's times fitted as a fixed
+cost plus a per-token cost (fixed_and_stream), so the stream's own rate shows apart from what a
+launch spends outside it (ramp, setup, merges, tail).
 """
 from __future__ import annotations
 
@@ -82,6 +85,26 @@ def main() -> None:
         lossy_table(m, toks, ctxs, args)
 
 
+def fixed_and_stream(ctxs, times_s, min_ctx=32768):
+    """Least squares time = fixed + per_token · ctx over the contexts of at least min_ctx (shorter
+    ones take another copy path): (fixed µs, µs per 64K tokens), or None below two contexts."""
+    pts = [(c, t) for c, t in zip(ctxs, times_s) if c >= min_ctx]
+    if len(pts) < 2 or len({c for c, _ in pts}) < 2:
+        return None
+    slope, fixed = np.polyfit([float(c) for c, _ in pts], [t * 1e6 for _, t in pts], 1)
+    return float(fixed), float(slope * 65536)
+
+
+def fit_note(name, ctxs, times_s, bytes_per_64k):
+    """One kernel's fit as a phrase: fixed µs + µs per 64K tokens (the stream's TB/s on its bytes)."""
+    fit = fixed_and_stream(ctxs, times_s)
+    if fit is None:
+        return None
+    fixed, per = fit
+    rate = bytes_per_64k / (per * 1e-6) / 1e12 if per > 0 else float("nan")
+    return f"{name} {fixed:.1f} us + {per:.1f} us per 64K ({rate:.2f} TB/s)"
+
+
 def time_cache(m, toks, ctx, cache, reps):
     c = _core.Context(m._m, n_ctx=ctx + 64, cache=cache)
     s = _core.Session(c)
@@ -97,15 +120,22 @@ def lossy_table(m, toks, ctxs, args) -> None:
     fmts = [f for f in args.lossy.split(",") if f]
     print("\n| ctx | cache | us per layer | TB/s (compressed bytes) | speed vs our BF16 | BF16 us | tiles encoded |")
     print("|---|---|---|---|---|---|---|")
+    seen = {f: [] for f in ["bf16"] + fmts}  # (ctx, seconds) per cache, for the fits
     for ctx in ctxs:
         bf_t, _ = time_cache(m, toks, ctx, "bf16", args.reps)
+        seen["bf16"].append((ctx, bf_t))
         for f in fmts:
             t, st = time_cache(m, toks, ctx, f, args.reps)
+            seen[f].append((ctx, t))
             window = 128 if f != "q8" else 0
             raw = ctx - max(0, (ctx - window) // 16) * 16
             nbytes = ((ctx - raw) * LOSSY_BYTES[f] + raw * 512) * N_KV
             print(f"| {ctx} | {f} | {t * 1e6:.1f} | {nbytes / t / 1e12:.2f} | {bf_t / t:.2f} | {bf_t * 1e6:.1f} | "
                   f"{st['k']['tiles_encoded']} |", flush=True)
+    per_tok = {"bf16": 512, **LOSSY_BYTES}  # bytes per token-head (the BF16 window left out)
+    notes = [fit_note(f, [c for c, _ in v], [t for _, t in v], per_tok[f] * 65536 * N_KV) for f, v in seen.items()]
+    if all(notes):
+        print("\nFixed + per-token fit (host-timed, contexts >= 32K): " + "; ".join(notes))
 
 
 KV_REC = Path(__file__).resolve().parent / "kv_rec"  # bench/record_kv.py writes it
@@ -158,6 +188,7 @@ def main_table(m, toks, ctxs, args) -> None:
         print("| ctx | batch | BF16 us | BF16 TB/s | GAAC us | GAAC TB/s (compressed) | GAAC/BF16 | torch SDPA us | "
               "BF16 b2b us | BF16 b2b TB/s | GAAC b2b us | GAAC/BF16 b2b | GAAC/torch b2b |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        seen = {nb: [] for nb in batches}  # (ctx, BF16 s, BF16 b2b s, GAAC s, GAAC b2b s, GAAC ratio)
         for ctx in ctxs:
             for nb in batches:
                 res = {}
@@ -176,6 +207,15 @@ def main_table(m, toks, ctxs, args) -> None:
                       f"{kv_bytes / ratio / ga_t / 1e12:.2f} | {bf_t / ga_t:.2f} | {tt:.1f} | {bf_b * 1e6:.1f} | "
                       f"{kv_bytes / bf_b / 1e12:.2f} | {ga_b * 1e6:.1f} | {bf_b / ga_b:.2f} | {tt / (ga_b * 1e6):.2f} |",
                       flush=True)
+                seen[nb].append((ctx, bf_t, bf_b, ga_t, ga_b, ratio))
+        for nb, v in seen.items():
+            cs = [r[0] for r in v]
+            b64 = nb * 65536 * N_KV * D * 2 * 2
+            ratio = v[-1][5] if v else 1.0
+            notes = [fit_note(name, cs, [r[i] for r in v], b64 / (ratio if "GAAC" in name else 1.0))
+                     for name, i in (("BF16 b2b", 2), ("GAAC b2b", 4), ("BF16", 1), ("GAAC", 3))]
+            if all(notes):
+                print(f"\nBatch {nb}, fixed + per-token fit (contexts >= 32K): " + "; ".join(notes))
 
 
 if __name__ == "__main__":

@@ -154,8 +154,9 @@ def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, 
 @pytest.mark.parametrize("act_bits", [16, 8])
 def test_cuda_two_rows_per_warp_matvec_gives_the_same_bits(cuda, t, n_rows, n_cols, act_bits, monkeypatch):
     # One warp takes two rows of one token's matvec (the default; GAACRT_CUDA_MATVEC_ROWS=1 asks
-    # one), each row summed in the same order: the same bits, odd row counts (the last warp's second row past the end), the
-    # group-of-eight layout (Q4_0, Q8_0, Q6_K at 4,096 columns) and the GGUF one (Q6_K at 4,352).
+    # one), each row summed in the same order: the same bits, odd row counts (the last warp's
+    # second row past the end), the group-of-eight layout (Q4_0, Q8_0, Q6_K at 4,096 columns) and
+    # the GGUF one (Q6_K at 4,352).
     # (Up to 2,048 columns one token takes matvec_q8_self, which quantizes x itself.)
     be = cuda if act_bits == 16 else _core.open_backend("cuda", act_bits=8)
     rng = np.random.default_rng(n_rows * n_cols)

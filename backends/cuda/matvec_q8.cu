@@ -16,8 +16,8 @@
 // the same algebra the CPU's vec_dot kernels use (Q4_0's -8 is inside q_i, or taken off per block
 // as 8·Σxq in the regrouped layout; Q4_1/K-quants' mins go through m). One warp per output row (two
 // rows per warp for one token: x read once for both); lanes share blocks so each load is
-// contiguous across the warp (kernels/matvec_pieces.cuh); up to 8 tokens at once, so a weight row is read once for all. The pieces every kernel here is built
-// of are in kernels/matvec_rows.cuh; the Q/K/V launch is in matvec_q8_multi.cu, gate/up in
+// contiguous across the warp (kernels/matvec_pieces.cuh); up to 8 tokens at once, so a weight row
+// is read once for all. The pieces every kernel here is built of are in kernels/matvec_rows.cuh; the Q/K/V launch is in matvec_q8_multi.cu, gate/up in
 // kernels/matvec_gate_up.cuh (files of their own so the build compiles them in parallel).
 #include <cstdlib>
 #include <type_traits>
@@ -154,21 +154,17 @@ void launch_matvec_q8(const WeightView& w, const Q8Act& a, float* y, const float
     using BT = decltype(bt);
     constexpr int T = decltype(nt)::value;
     constexpr bool kQ16 = decltype(bits)::value;
-    auto run = [&](auto kernel, int64_t rows_per_warp) {
-      const int64_t rows_per_block = kRowsPerBlock * rows_per_warp;
-      const unsigned grid = (unsigned)((w.n_rows + rows_per_block - 1) / rows_per_block);
+    auto run = [&](auto rows_per_warp) {  // std::integral_constant: R of matvec_q8_kernel
+      constexpr int R = decltype(rows_per_warp)::value;
+      const unsigned grid = (unsigned)((w.n_rows + kRowsPerBlock * R - 1) / (kRowsPerBlock * R));
+      auto kernel = accumulate ? matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true, R>
+                               : matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false, R>;
       launch_kernel(kernel, grid, kRowsPerBlock * kWarpSize, 0, stream, static_cast<const uint8_t*>(w.data),
           w.row_stride, w.n_rows, w.n_cols, (int)a.n_tok, xq_of(a), y, bias);
     };
-    if constexpr (T == 1) {
-      if (two_rows) {
-        if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true, 2>, 2);
-        else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false, 2>, 2);
-        return;
-      }
-    }
-    if (accumulate) run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, true, 1>, 1);
-    else run(matvec_q8_kernel<typename BT::block, BT::qk, T, kQ16, false, 1>, 1);
+    if constexpr (T == 1)
+      if (two_rows) return run(std::integral_constant<int, 2>{});
+    run(std::integral_constant<int, 1>{});
   });
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

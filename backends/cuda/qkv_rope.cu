@@ -132,10 +132,9 @@ bool matvec_q8_qkv_rope(const WeightView* w, const float* const* bias, float* co
   q.kv = kv;
   q.slots = slots;
   // One token of regrouped Q4_0, norm outside: registers capped at 80 for six blocks per SM (48 bytes
-  // of spill), so
-  // the 8B shape's 3,072 warps fit one wave (104 registers, four blocks: 1.45 waves); H200, PDL
-  // off: 11.56 -> 9.00 µs a launch. GAACRT_CUDA_QKV_BLOCKS=1 (read per call: a test flips it) asks
-  // the uncapped kernel.
+  // of spill), so the 8B shape's 3,072 warps fit one wave (104 registers, four blocks: 1.45 waves);
+  // H200, PDL off: 11.56 -> 9.00 µs a launch. GAACRT_CUDA_QKV_BLOCKS=1 (read per call: a test flips
+  // it) asks the uncapped kernel.
   const char* eb = std::getenv("GAACRT_CUDA_QKV_BLOCKS");
   const bool six = !(eb && eb[0] == '1');
   launch_q8_norm_kernel(w[0], a, norm, q.first[3], q, stream, [six](auto bt, auto nt, auto bits, auto kn) {

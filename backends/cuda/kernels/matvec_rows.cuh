@@ -78,8 +78,8 @@ __device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // One warp's dot products of R weight rows (R = 2: gate and up, a Q/K/V channel pair, or two rows
-// of one matrix) with n_tok quantized activations, reduced over the warp. Lane i takes part i % L of blocks i / L, i / L + 32 / L, ... of each
-// row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
+// of one matrix) with n_tok quantized activations, reduced over the warp. Lane i takes part i % L
+// of blocks i / L, i / L + 32 / L, ... of each row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
 // are loaded before the current batch is unpacked and dotted, so a warp always has loads in
 // flight. `prologue` runs once, by every lane: the kernels wait there for the previous kernel
 // (PDL) and, if they quantize x themselves, do it there. The weights do not depend on earlier

@@ -8,6 +8,7 @@
 
 #include "codec/gaac/gaac_format.h"
 #include "cuda_backend.h"
+#include "attention_timeline.h"
 #include "cuda_common.h"
 #include "kernels/attention_e8_mma.cuh"
 #include "kernels/attention_mma.cuh"
@@ -16,7 +17,7 @@
 namespace gaacrt::cuda {
 
 namespace {
-constexpr int32_t kMaxSplit = 128;
+constexpr int32_t kMaxSplit = attn::kMaxSplits;
 
 int max_dynamic_smem(int device) {
   static int cached[64] = {};
@@ -127,7 +128,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                        "device allows %d", smem, kv.head_dim_v, half_bytes, max_dynamic_smem(device_)));
 
   // Scratch: attention_lossy.cu's (lossy_bytes), then the partials.
-  const size_t part_bytes = n_split > 1 ? (size_t)units * n_split * attn::kRowsPerGroup * (kv.head_dim_v + 2) * sizeof(float) : 0;
+  const size_t part_bytes =
+      n_split > 1 ? (size_t)units * n_split * attn::kRowsPerGroup * attn::part_row_floats(kv.head_dim_v) * sizeof(float)
+                  : 0;
   uint8_t* scr = static_cast<uint8_t*>(lossy_bytes + part_bytes ? scratch(lossy_bytes + part_bytes) : nullptr);
   float* part = nullptr;
   if (n_split > 1) {
@@ -161,11 +164,18 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
-  const attn::KernelArgs P{kv,         args,    seqs,       q,           out,      part, attn_counters_,
-                           n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0};
+  // The fused reduce (kernels/attention_mma.cuh reduce_splits); GAACRT_CUDA_ATTN_REDUCE=0 the one before it.
+  static const int reduce_by_warp = [] {
+    const char* e = std::getenv("GAACRT_CUDA_ATTN_REDUCE");
+    return e && e[0] == '0' ? 0 : 1;
+  }();
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);
+  uint64_t* stamps = attn_timeline_begin((int64_t)grid.x * grid.y * grid.z, capturing_);
+  const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
+                           n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
+                           stamps,     reduce_by_warp};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
   else if (gaac)
@@ -173,6 +183,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   else
     attn::launch_attention_bf16(kD, P, grid, smem, stream_, device_, blocks);
   GAACRT_CUDA_CHECK(cudaGetLastError());
+  attn_timeline_end(stamps, stream_, e8 ? "e8" : (gaac ? "gaac" : "bf16"), grid, n_split);
 }
 
 }  // namespace gaacrt::cuda

@@ -535,6 +535,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   extern __shared__ __align__(16) uint8_t smem[];
   using Geo = E8Geom<kD>;
   const KVLayerView& kv = P.kv;
+  stamp(P.timeline, kStampStart);
   // Constants first, while the previous kernel may still run: the table, and the rotation's rows
   // warmed in L2.
   uint32_t* tab = reinterpret_cast<uint32_t*>(smem);
@@ -559,6 +560,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   const bool has_slots = __syncthreads_or(slot);
   float* qs = reinterpret_cast<float*>(smem + Geo::kQsOff);
   if (has_slots) rotate_rows<kD>(P, s, kvh, n_rows, qs, reinterpret_cast<float*>(smem + Geo::kWarpsOff));
+  stamp(P.timeline, kStampFirst);
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
   float o[kD / 16][4], oz[4], m, l;

@@ -32,6 +32,7 @@
 
 #include "../cuda_backend.h"
 #include "../cuda_common.h"
+#include "../attention_timeline.h"
 #include "attention_tiles.cuh"
 #include "entry_stream.cuh"
 
@@ -42,6 +43,11 @@ constexpr int kRowsPerTile = 4, kRowsPerGroup = kWarps * kRowsPerTile;  // 16
 constexpr int kChunkBlocks = 4;                                         // 64 tokens
 constexpr int kMinSplitChunks = 4;                                      // decode splits of >= 256 tokens
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxSplits = 128;  // attention.cu never splits a sequence wider
+// A split's partial row in global memory (KernelArgs::part): m, l, two spare floats, then O padded
+// to whole float4, so that the fused reduce reads O 16 bytes at a time.
+constexpr int kPartO = 4;
+__host__ __device__ constexpr int part_row_floats(int dv) { return kPartO + ((dv + 3) & ~3); }
 
 // kB: thread blocks per SM the kernel is built for: 2, or 3 at head size 128 (attention.cu's
 // default; GAACRT_CUDA_ATTN_BLOCKS_PER_SM=2 asks two), fitting a third block in registers (168) and
@@ -58,7 +64,7 @@ struct KernelArgs {
   const AttnSeq* seqs;
   const float* q;
   float* out;
-  float* part;         // [unit][n_split][16 rows][dv + 2]: m, l, O of each thread block
+  float* part;         // [unit][n_split][16 rows][part_row_floats(dv)]: m, l, O of each thread block
   int32_t* counters;   // [unit] arrivals (zero between launches: the last block resets its own)
   int32_t n_split;
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
@@ -70,6 +76,8 @@ struct KernelArgs {
   // blocks go out in index order, so the live splits (the first ones) spread over every SM before
   // any takes a second. 0: x = split or prefill row group, y = kv-head.
   int32_t head_fastest;
+  uint64_t* timeline;      // attention_timeline.h: per-block stamps, or nullptr (the default)
+  int32_t reduce_by_warp;  // 1: reduce_splits (the default), 0: reduce_splits_serial (GAACRT_CUDA_ATTN_REDUCE=0)
 };
 
 // Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
@@ -379,6 +387,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
     if (bulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... and its bulk copies
     __syncwarp();             // ... and every lane's
+    if (it == 0 && pdl_wait) stamp(P.timeline, kStampFirst);
     const int32_t b = b_first + it * b_step;
     uint8_t* sk = wbase + (2 * (it % kS)) * kv_bytes;
     uint16_t *kt, *vt;
@@ -505,68 +514,16 @@ __device__ __forceinline__ void store_warp_state(float* ws, int32_t dv, float m,
   }
 }
 
-__device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
-                                             int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw,
-                                             uint8_t* smem) {
-  __shared__ int s_last;
-  const KVLayerView& kv = P.kv;
-  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
-  const int n_mt = dw.n_mt, n_kg = dw.n_kg;
-  const int rs = dv + 2;
-  const float* ws = reinterpret_cast<const float*>(smem);
-  __syncthreads();
-  const int64_t unit = (int64_t)blockIdx.z * kv.n_head_kv + kvh;
-  // A row's key-group states are rows R, R + 4 n_mt, ... of ws. Threads split as (row, column
-  // lane): tpr = 128 / (rows rounded up to a power of two) threads per row, each weighing the
-  // row's groups once (M, f, L) and then taking columns j, j + tpr, ...: no division per element
-  // (one per element cost ~200 instructions per thread at a short context, where this merge was
-  // a third of the kernel's critical path). Same operations in the same order as a per-element
-  // loop: the same bits.
-  const int tpr = n_rows <= 1 ? 128 : (n_rows <= 2 ? 64 : (n_rows <= 4 ? 32 : (n_rows <= 8 ? 16 : 8)));
-  const int R = threadIdx.x / tpr, j = threadIdx.x % tpr;
-  if (R < n_rows) {
-    const int stride = n_mt * kRowsPerTile * rs;
-    const float* w0 = ws + R * rs;
-    float M = -INFINITY;
-    for (int k = 0; k < n_kg; ++k) M = fmaxf(M, w0[k * stride]);
-    float f[kWarps], L = 0.f;
-#pragma unroll
-    for (int k = 0; k < kWarps; ++k) {
-      const float m_k = k < n_kg ? w0[k * stride] : -INFINITY;
-      f[k] = m_k == -INFINITY ? 0.f : exp2f(m_k - M);
-      if (k < n_kg) L += w0[k * stride + 1] * f[k];
-    }
-    // One split holding every key writes the output itself; else this split's partial (M, L, O).
-    const bool direct = ds.n_live == 1;
-    float* op = direct ? P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv
-                       : P.part + ((unit * P.n_split + split) * kRowsPerGroup + R) * rs + 2;
-    if (!direct && j == 0) {
-      op[-2] = M;
-      op[-1] = L;
-    }
-    for (int c = j; c < dv; c += tpr) {
-      float acc = 0.f;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k)
-        if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
-      op[c] = direct ? (L > 0.f ? acc / L : 0.f) : acc;
-    }
-  }
-  if (ds.n_live == 1) return;
-
-  // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == ds.n_live - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  const int ns = ds.n_live;  // partials keep their P.n_split stride
+// The fused reduce as it was (A/B against reduce_splits: GAACRT_CUDA_ATTN_REDUCE=0): threads
+// per row for M and L, four outputs' loads of eight splits in flight.
+__device__ __forceinline__ void reduce_splits_serial(const KernelArgs& P, const AttnSeq& s, int32_t kvh,
+                                                     int32_t n_rows, int ns, const float* pu, uint8_t* smem) {
+  const int32_t G = P.a.n_head / P.kv.n_head_kv, dv = P.kv.head_dim_v;
+  const int rs = part_row_floats(dv);
   // [n_rows][ns] m (then the weights f), [n_rows][ns] l (then l·f), then per row M (then 1/L)
   float* fm = reinterpret_cast<float*>(smem);
   float* fl = fm + n_rows * ns;
   float* inv = fl + n_rows * ns;
-  const float* pu = P.part + unit * P.n_split * kRowsPerGroup * rs;
   for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
     const int R = e / ns, sp = e % ns;
     fm[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs);
@@ -603,7 +560,7 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
     for (int k = 0; k < kE; ++k) {
       const int e = min(e0 + k * kThreads, n_rows * dv - 1);  // past the end: a valid element, unused
       rr[k] = e / dv;
-      off[k] = rr[k] * rs + 2 + e % dv;
+      off[k] = rr[k] * rs + kPartO + e % dv;
       acc[k] = 0.f;
     }
     for (int sp0 = 0; sp0 < ns; sp0 += kU) {
@@ -626,6 +583,145 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
       P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc[k] * inv[R];
     }
   }
+}
+
+// The fused reduce: the last thread block of a (sequence, kv-head) merges its ns live splits'
+// partials pu (row R of split sp at pu + (16 sp + R) part_row_floats(dv)) in split order and
+// writes the output. A warp per row (rows warp, warp + 4, ...): lane j weighs splits j, j + 32, ...
+// (M by a shuffle tree, f = 2^(m - M) into shared memory, L = its splits' l·f in order, then a
+// shuffle tree) and sums columns 4j .. 4j + 3 (+ 128 per pass) of O over the splits in order, a
+// float4 per split with kU splits' loads in flight, the first batch issued before M is known.
+// (The partials sit in L2, so what costs is round trips: the reduce before this one ran M and L
+// as chains over the splits on a thread per row, and summed four outputs eight splits at a time,
+// seven trips for 49 splits.)
+__device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
+                                              int ns, const float* pu, uint8_t* smem) {
+  constexpr int kL = kMaxSplits / 32, kU = 25;  // splits per lane (M, L), splits per batch (O)
+  const int32_t G = P.a.n_head / P.kv.n_head_kv, dv = P.kv.head_dim_v;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t stride = (int64_t)kRowsPerGroup * part_row_floats(dv);  // one split's row to the next's
+  float* fw = reinterpret_cast<float*>(smem) + warp * ns;  // this warp's row's weights f (merge_b's room)
+  for (int32_t R = warp; R < n_rows; R += kWarps) {
+    const float* pr = pu + R * part_row_floats(dv);
+    float4 v[kU];
+    auto load = [&](int sp0, int c0) {  // columns c0 + 4 lane ..: inside the padded row while < dv
+      const float4* p = reinterpret_cast<const float4*>(pr + kPartO + c0) + lane;
+      const bool in = c0 + 4 * lane < dv;
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+        v[u] = in && sp0 + u < ns ? __ldcg(p + (sp0 + u) * stride / 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    };
+    float mj[kL], lj[kL];
+#pragma unroll
+    for (int k = 0; k < kL; ++k) {
+      const int sp = lane + 32 * k;
+      mj[k] = sp < ns ? __ldcg(pr + sp * stride) : -INFINITY;
+      lj[k] = sp < ns ? __ldcg(pr + sp * stride + 1) : 0.f;
+    }
+    float M = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kL; ++k) M = fmaxf(M, mj[k]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
+    float L = 0.f;
+#pragma unroll
+    for (int k = 0; k < kL; ++k) {
+      const float f = mj[k] == -INFINITY ? 0.f : exp2f(mj[k] - M);
+      if (lane + 32 * k < ns) fw[lane + 32 * k] = f;
+      L += lj[k] * f;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(kFull, L, o);
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    __syncwarp();
+    float* out = P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv;
+    for (int c0 = 0; c0 < dv; c0 += 128) {
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int sp0 = 0; sp0 < ns; sp0 += kU) {
+        load(sp0, c0);
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          if (sp0 + u >= ns) break;
+          const float f = fw[sp0 + u];
+          acc.x += v[u].x * f;
+          acc.y += v[u].y * f;
+          acc.z += v[u].z * f;
+          acc.w += v[u].w * f;
+        }
+      }
+      const float r[4] = {acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (c0 + 4 * lane + i < dv) out[c0 + 4 * lane + i] = r[i];
+    }
+    __syncwarp();  // fw is read: the warp's next row may overwrite it
+  }
+}
+
+__device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
+                                             int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw,
+                                             uint8_t* smem) {
+  __shared__ int s_last;
+  const KVLayerView& kv = P.kv;
+  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
+  const int n_mt = dw.n_mt, n_kg = dw.n_kg;
+  const int rs = dv + 2;
+  const float* ws = reinterpret_cast<const float*>(smem);
+  __syncthreads();
+  stamp(P.timeline, kStampStreamed);
+  const int64_t unit = (int64_t)blockIdx.z * kv.n_head_kv + kvh;
+  // A row's key-group states are rows R, R + 4 n_mt, ... of ws. Threads split as (row, column
+  // lane): tpr = 128 / (rows rounded up to a power of two) threads per row, each weighing the
+  // row's groups once (M, f, L) and then taking columns j, j + tpr, ...: no division per element
+  // (one per element cost ~200 instructions per thread at a short context, where this merge was
+  // a third of the kernel's critical path). Same operations in the same order as a per-element
+  // loop: the same bits.
+  const int tpr = n_rows <= 1 ? 128 : (n_rows <= 2 ? 64 : (n_rows <= 4 ? 32 : (n_rows <= 8 ? 16 : 8)));
+  const int R = threadIdx.x / tpr, j = threadIdx.x % tpr;
+  if (R < n_rows) {
+    const int stride = n_mt * kRowsPerTile * rs;
+    const float* w0 = ws + R * rs;
+    float M = -INFINITY;
+    for (int k = 0; k < n_kg; ++k) M = fmaxf(M, w0[k * stride]);
+    float f[kWarps], L = 0.f;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) {
+      const float m_k = k < n_kg ? w0[k * stride] : -INFINITY;
+      f[k] = m_k == -INFINITY ? 0.f : exp2f(m_k - M);
+      if (k < n_kg) L += w0[k * stride + 1] * f[k];
+    }
+    // One split holding every key writes the output itself; else this split's partial (M, L, O).
+    const bool direct = ds.n_live == 1;
+    float* op = direct ? P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv
+                       : P.part + ((unit * P.n_split + split) * kRowsPerGroup + R) * part_row_floats(dv) + kPartO;
+    if (!direct && j == 0) {
+      op[-kPartO] = M;
+      op[1 - kPartO] = L;
+    }
+    for (int c = j; c < dv; c += tpr) {
+      float acc = 0.f;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k)
+        if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
+      op[c] = direct ? (L > 0.f ? acc / L : 0.f) : acc;
+    }
+  }
+  if (ds.n_live == 1) return;
+
+  // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == ds.n_live - 1;
+  __syncthreads();
+  stamp(P.timeline, kStampArrived);
+  if (!s_last) return;
+  __threadfence();
+  const float* pu = P.part + unit * P.n_split * kRowsPerGroup * part_row_floats(dv);
+  if (P.reduce_by_warp)
+    reduce_splits(P, s, kvh, n_rows, ds.n_live, pu, smem);
+  else
+    reduce_splits_serial(P, s, kvh, n_rows, ds.n_live, pu, smem);
+  stamp(P.timeline, kStampMerged);
   if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
 }
 
@@ -643,6 +739,7 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 template <int kD, bool kGaac, int kB>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_kernel(const KernelArgs P) {
   extern __shared__ __align__(16) uint8_t smem[];
+  stamp(P.timeline, kStampStart);
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB);
   constexpr int kR = TileGeom<kD>::kRounds;
   const KVLayerView& kv = P.kv;

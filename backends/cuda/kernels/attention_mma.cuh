@@ -590,7 +590,9 @@ __device__ __forceinline__ void reduce_splits_serial(const KernelArgs& P, const 
 // writes the output. A warp per row (rows warp, warp + 4, ...): lane j weighs splits j, j + 32, ...
 // (M by a shuffle tree, f = 2^(m - M) into shared memory, L = its splits' l·f in order, then a
 // shuffle tree) and sums columns 4j .. 4j + 3 (+ 128 per pass) of O over the splits in order, a
-// float4 per split with kU splits' loads in flight, the first batch issued before M is known.
+// float4 per split with kU = 25 splits' loads in flight (two trips for 49 splits; issuing the
+// first batch before M is known took 30 more registers at head size 128 and spilled at three
+// blocks per SM).
 // (The partials sit in L2, so what costs is round trips: the reduce before this one ran M and L
 // as chains over the splits on a thread per row, and summed four outputs eight splits at a time,
 // seven trips for 49 splits.)

@@ -112,7 +112,7 @@ __device__ __forceinline__ void rotate_rows(const KernelArgs& P, const AttnSeq& 
 #pragma unroll
       for (int r = 0; r < 4; ++r) rr[r] = r0 + r < n_rows ? r0 + r : r0;
       float y[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
+#pragma unroll 16
       for (int j = 0; j < kD / 4; ++j) {
         const float4 rv = __ldg(Ri + j);
 #pragma unroll
@@ -574,8 +574,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
 inline size_t e8_smem_bytes(int kD, int32_t n_split) {
   const size_t own = kD == 128 ? E8Geom<128>::kBytes : (kD == 64 ? E8Geom<64>::kBytes : E8Geom<32>::kBytes);
   const size_t merge_a = (size_t)kWarps * kRowsPerTile * (kD + 2) * sizeof(float);
-  const size_t merge_b = ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);
-  return std::max(own, std::max(merge_a, merge_b));
+  return std::max(own, std::max(merge_a, merge_bytes(n_split)));
 }
 
 }  // namespace gaacrt::cuda::attn

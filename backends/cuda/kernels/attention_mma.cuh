@@ -830,6 +830,11 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   finish_decode<kD>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }
 
+// Shared bytes the fused reduces need (reduce_splits_serial: m then weights, l, 1/L of 16 rows).
+inline size_t merge_bytes(int32_t n_split) {
+  return ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);
+}
+
 // Shared bytes the kernel needs for head size kD: the warps' buffers, or the merges' scratch if
 // larger. Also returns one warp's share.
 inline size_t smem_bytes(int kD, bool gaac, int32_t n_half, uint32_t half_bytes, int32_t dv, int32_t n_split,
@@ -839,7 +844,7 @@ inline size_t smem_bytes(int kD, bool gaac, int32_t n_half, uint32_t half_bytes,
   *warp_bytes = stages * 2 * kv_bytes + (gaac ? decoded_tile_count(blocks) * tile : 0) + entry_ring_bytes(kD, blocks);
   const size_t warps = (size_t)kWarps * *warp_bytes;
   const size_t merge_a = (size_t)kWarps * kRowsPerTile * (dv + 2) * sizeof(float);
-  const size_t merge_b = ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);
+  const size_t merge_b = merge_bytes(n_split);
   const size_t s = warps > merge_a ? warps : merge_a;
   return s > merge_b ? s : merge_b;
 }

@@ -74,7 +74,7 @@ def main() -> None:
     m = gaacrt.Model(str(path), backend="cuda")
     toks = [int(t) for t in np.random.default_rng(0).integers(3, m.n_vocab, args.prefill)]
     print(f"device: {gaacrt.cuda_devices()[0]['name']}; {N_HEAD} q-heads / {N_KV} kv-heads, d = {D}, "
-          f"context {args.ctx}, batch {args.batch}; reduce {os.environ.get('GAACRT_CUDA_ATTN_REDUCE', '1')}")
+          f"context {args.ctx}, batch {args.batch}")
     for cache in args.caches.split(","):
         c, ss = filled(m, kv_source("synthetic", toks), args.ctx, cache, args.batch)
         log.write_text("")

@@ -164,18 +164,13 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
-  // The fused reduce (kernels/attention_mma.cuh reduce_splits); GAACRT_CUDA_ATTN_REDUCE=0 the one before it.
-  static const int reduce_by_warp = [] {
-    const char* e = std::getenv("GAACRT_CUDA_ATTN_REDUCE");
-    return e && e[0] == '0' ? 0 : 1;
-  }();
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);
   uint64_t* stamps = attn_timeline_begin((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           stamps,     reduce_by_warp};
+                           stamps};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
   else if (gaac)

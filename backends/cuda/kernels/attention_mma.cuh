@@ -76,8 +76,7 @@ struct KernelArgs {
   // blocks go out in index order, so the live splits (the first ones) spread over every SM before
   // any takes a second. 0: x = split or prefill row group, y = kv-head.
   int32_t head_fastest;
-  uint64_t* timeline;      // attention_timeline.h: per-block stamps, or nullptr (the default)
-  int32_t reduce_by_warp;  // 1: reduce_splits (the default), 0: reduce_splits_serial (GAACRT_CUDA_ATTN_REDUCE=0)
+  uint64_t* timeline;  // attention_timeline.h: per-block stamps, or nullptr (the default)
 };
 
 // Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
@@ -514,77 +513,6 @@ __device__ __forceinline__ void store_warp_state(float* ws, int32_t dv, float m,
   }
 }
 
-// The fused reduce as it was (A/B against reduce_splits: GAACRT_CUDA_ATTN_REDUCE=0): threads
-// per row for M and L, four outputs' loads of eight splits in flight.
-__device__ __forceinline__ void reduce_splits_serial(const KernelArgs& P, const AttnSeq& s, int32_t kvh,
-                                                     int32_t n_rows, int ns, const float* pu, uint8_t* smem) {
-  const int32_t G = P.a.n_head / P.kv.n_head_kv, dv = P.kv.head_dim_v;
-  const int rs = part_row_floats(dv);
-  // [n_rows][ns] m (then the weights f), [n_rows][ns] l (then l·f), then per row M (then 1/L)
-  float* fm = reinterpret_cast<float*>(smem);
-  float* fl = fm + n_rows * ns;
-  float* inv = fl + n_rows * ns;
-  for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
-    const int R = e / ns, sp = e % ns;
-    fm[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs);
-    fl[e] = __ldcg(pu + (sp * kRowsPerGroup + R) * rs + 1);
-  }
-  __syncthreads();
-  // Per row: M (held in inv until 1/L replaces it), each split's weight f = 2^(m - M) by its own
-  // thread (into fm), L = Σ l·f in split order.
-  if (threadIdx.x < n_rows) {
-    float M = -INFINITY;
-    for (int sp = 0; sp < ns; ++sp) M = fmaxf(M, fm[threadIdx.x * ns + sp]);
-    inv[threadIdx.x] = M;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < n_rows * ns; e += kThreads) {
-    const float x = fm[e], f = x == -INFINITY ? 0.f : exp2f(x - inv[e / ns]);
-    fm[e] = f;
-    fl[e] *= f;
-  }
-  __syncthreads();
-  if (threadIdx.x < n_rows) {
-    float L = 0.f;
-    for (int sp = 0; sp < ns; ++sp) L += fl[threadIdx.x * ns + sp];
-    inv[threadIdx.x] = L > 0.f ? 1.f / L : 0.f;
-  }
-  __syncthreads();
-  // The weighted sum of the splits' O: a thread keeps kE outputs' loads in flight together (the
-  // partials sit in L2; one output's split-ordered chain alone waited ~16 L2 round trips).
-  constexpr int kE = 4, kU = 8;
-  for (int e0 = threadIdx.x; e0 < n_rows * dv; e0 += kE * kThreads) {
-    float acc[kE];
-    int off[kE], rr[kE];
-#pragma unroll
-    for (int k = 0; k < kE; ++k) {
-      const int e = min(e0 + k * kThreads, n_rows * dv - 1);  // past the end: a valid element, unused
-      rr[k] = e / dv;
-      off[k] = rr[k] * rs + kPartO + e % dv;
-      acc[k] = 0.f;
-    }
-    for (int sp0 = 0; sp0 < ns; sp0 += kU) {
-      float v[kE][kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u)
-#pragma unroll
-        for (int k = 0; k < kE; ++k) v[k][u] = sp0 + u < ns ? __ldcg(pu + (sp0 + u) * kRowsPerGroup * rs + off[k]) : 0.f;
-#pragma unroll
-      for (int u = 0; u < kU; ++u)
-#pragma unroll
-        for (int k = 0; k < kE; ++k)
-          if (sp0 + u < ns) acc[k] += v[k][u] * fm[rr[k] * ns + sp0 + u];
-    }
-#pragma unroll
-    for (int k = 0; k < kE; ++k) {
-      const int e = e0 + k * kThreads;
-      if (e >= n_rows * dv) break;
-      const int R = rr[k], c = e % dv;
-      P.out[((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv + c] = acc[k] * inv[R];
-    }
-  }
-}
-
 // The fused reduce: the last thread block of a (sequence, kv-head) merges its ns live splits'
 // partials pu (row R of split sp at pu + (16 sp + R) part_row_floats(dv)) in split order and
 // writes the output. A warp per row (rows warp, warp + 4, ...): lane j weighs splits j, j + 32, ...
@@ -593,16 +521,18 @@ __device__ __forceinline__ void reduce_splits_serial(const KernelArgs& P, const 
 // float4 per split with kU = 25 splits' loads in flight (two trips for 49 splits; issuing the
 // first batch before M is known took 30 more registers at head size 128 and spilled at three
 // blocks per SM).
-// (The partials sit in L2, so what costs is round trips: the reduce before this one ran M and L
-// as chains over the splits on a thread per row, and summed four outputs eight splits at a time,
-// seven trips for 49 splits.)
+// The partials sit in L2, so what costs is round trips: the reduce before this one ran M and L
+// as chains over the splits on a thread per row and summed four outputs eight splits at a time,
+// seven trips for 49 splits. H200, 64K, 8 kv-heads, batch 1 (bench/cuda_attention_timeline.py):
+// last arrival -> output 13.0 -> 4.6 µs; BF16 back to back 81.6 -> 75.5 µs, tg128 of the 8B shape
+// at 64K +3.5% for BF16, GAAC and E8 alike (bench/results/cuda_h200.md, fifth session).
 __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
                                               int ns, const float* pu, uint8_t* smem) {
   constexpr int kL = kMaxSplits / 32, kU = 25;  // splits per lane (M, L), splits per batch (O)
   const int32_t G = P.a.n_head / P.kv.n_head_kv, dv = P.kv.head_dim_v;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t stride = (int64_t)kRowsPerGroup * part_row_floats(dv);  // one split's row to the next's
-  float* fw = reinterpret_cast<float*>(smem) + warp * ns;  // this warp's row's weights f (merge_b's room)
+  float* fw = reinterpret_cast<float*>(smem) + warp * ns;  // this warp's row's weights f (merge_bytes)
   for (int32_t R = warp; R < n_rows; R += kWarps) {
     const float* pr = pu + R * part_row_floats(dv);
     float4 v[kU];
@@ -719,10 +649,7 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
   if (!s_last) return;
   __threadfence();
   const float* pu = P.part + unit * P.n_split * kRowsPerGroup * part_row_floats(dv);
-  if (P.reduce_by_warp)
-    reduce_splits(P, s, kvh, n_rows, ds.n_live, pu, smem);
-  else
-    reduce_splits_serial(P, s, kvh, n_rows, ds.n_live, pu, smem);
+  reduce_splits(P, s, kvh, n_rows, ds.n_live, pu, smem);
   stamp(P.timeline, kStampMerged);
   if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
 }
@@ -830,10 +757,8 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   finish_decode<kD>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }
 
-// Shared bytes the fused reduces need (reduce_splits_serial: m then weights, l, 1/L of 16 rows).
-inline size_t merge_bytes(int32_t n_split) {
-  return ((size_t)2 * kRowsPerGroup * n_split + kRowsPerGroup) * sizeof(float);
-}
+// Shared bytes the fused reduce needs (reduce_splits: each warp's row's weights).
+inline size_t merge_bytes(int32_t n_split) { return (size_t)kWarps * n_split * sizeof(float); }
 
 // Shared bytes the kernel needs for head size kD: the warps' buffers, or the merges' scratch if
 // larger. Also returns one warp's share.

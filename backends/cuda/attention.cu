@@ -38,7 +38,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
   // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
   // which run on the tensor cores below (their kernel rotates the queries itself).
-  // (The shared-memory test is a guard: the E8 kernel needs at most 56 KB, at head size 128.)
+  // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size.)
   const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
                   attn::e8_smem_bytes(kv.tile_dim, kMaxSplit) <= (size_t)max_dynamic_smem(device_);
   size_t lossy_bytes = 0;

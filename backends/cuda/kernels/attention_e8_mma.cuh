@@ -67,13 +67,12 @@ struct E8Geom {
   static constexpr uint32_t kRing = (kE8Stages * 8 + kE8Stages * 2 * 4 + 15) & ~15u;
   // Per warp: the stages, one raw-page tile (K, then V of the same block), the ring.
   static constexpr uint32_t kWarpBytes = kE8Stages * kStage + TileGeom<kD>::kTileBytes + kRing;
-  // Per thread block: the table, the rotated queries [16 rows][kD] fp32, the warps, the unrotated
-  // queries (rotate_rows' input: the warps' stages are already being filled when it runs).
+  // Per thread block: the table, the rotated queries [16 rows][kD] fp32, the warps.
   static constexpr uint32_t kQsOff = E8_N_PROTO * 4;
   static constexpr uint32_t kWarpsOff = kQsOff + kRowsPerGroup * kD * 4;
-  static constexpr uint32_t kTmpOff = kWarpsOff + kWarps * kWarpBytes;
-  static constexpr uint32_t kBytes = kTmpOff + kRowsPerGroup * kD * 4;
+  static constexpr uint32_t kBytes = kWarpsOff + kWarps * kWarpBytes;
   static_assert(kStage % 16 == 0 && TileGeom<kD>::kTileBytes % 16 == 0, "16-byte aligned pieces");
+  static_assert(kRowsPerGroup * kD * 4 <= kWarps * kWarpBytes, "the unrotated rows fit the warps' buffers");
 };
 
 constexpr float kLoScale = 2048.f;          // the remainder columns' scale (see the header)
@@ -89,7 +88,7 @@ __device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t b
 }
 
 // q~ = R (s ⊙ q) of the sequence's n_rows rows into qs [16][kD] (shared): thread i makes channel i
-// of every row, the unrotated rows staged in tmp.
+// of every row. The unrotated rows wait in tmp (the warps' buffers: nothing is issued yet).
 template <int kD>
 __device__ __forceinline__ void rotate_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
                                             float* qs, float* tmp) {
@@ -130,6 +129,9 @@ __device__ __forceinline__ void rotate_rows(const KernelArgs& P, const AttnSeq& 
         if (r0 + r < n_rows) qs[(r0 + r) * kD + i] = y[r];
     }
   }
+  // tmp lies in the warps' stages, which bulk copies fill next: order these generic writes before
+  // the async proxy's (harmless without, as nothing reads them, but the model asks for it).
+  if (GAACRT_BULK_COPY) fence_proxy_async();
   __syncthreads();
 }
 
@@ -339,13 +341,10 @@ __device__ __forceinline__ void raw_block_values(const uint16_t* vt, const float
 
 // One warp, one M-tile (rows r0 .. r0+3), blocks b_first, b_first + b_step, ... below b_end of
 // an E8 cache: leaves this lane's state (parts and brackets not yet summed) in o, oz, m, l.
-// rotate() is the thread block's query rotation (every warp calls it once, after issuing its
-// first blocks' copies, so that the rotation's trips overlap theirs); it returns whether the
-// queries were rotated into qs (some block of the split is a slot).
-template <int kD, typename Rotate>
+template <int kD>
 __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                             int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
-                                            uint8_t* wbase, const uint32_t* tab, const float* qs, Rotate&& rotate,
+                                            uint8_t* wbase, const uint32_t* tab, const float* qs, bool has_slots,
                                             float (&o)[kD / 16][4], float (&oz)[4], float& m, float& l) {
   using Geo = E8Geom<kD>;
   constexpr int kS = kE8Stages, kKs = Geo::kKs;
@@ -355,6 +354,10 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
   const int32_t len = s.pos0 + s.n_q;  // tokens in the cache
 
+  E8Query<kD> Q = {};
+  if (has_slots)
+    e8_query<kD>(qs + (tr.valid ? tr.R : 0) * kD, tr.valid, st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr,
+                 1.f / st.alpha, Q);
 #pragma unroll
   for (int i = 0; i < kD / 16; ++i)
 #pragma unroll
@@ -424,10 +427,6 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   EntryStream<2> es;
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
   es.issue_first<kS>(issue);
-  E8Query<kD> Q = {};
-  if (rotate())
-    e8_query<kD>(qs + (tr.valid ? tr.R : 0) * kD, tr.valid, st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr,
-                 1.f / st.alpha, Q);
   for (int32_t it = 0; it < n_iter; ++it) {
     es.issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
@@ -554,22 +553,19 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   const DecodeSplit ds = decode_split(s, n_rows, G, P.a.sliding_window, P.n_split, split);
   if (split >= min(ds.n_live, P.n_split)) return;  // block-uniform, before the first barrier
   // The rotated queries only when some block of this split is a slot (a short context is all
-  // raw pages); run_rows_e8 has every warp call this after issuing its first copies.
+  // raw pages).
+  const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
+  bool slot = false;
+  for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
+  const bool has_slots = __syncthreads_or(slot);
   float* qs = reinterpret_cast<float*>(smem + Geo::kQsOff);
-  auto rotate = [&] {
-    const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
-    bool slot = false;
-    for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
-    const bool has_slots = __syncthreads_or(slot);
-    if (has_slots) rotate_rows<kD>(P, s, kvh, n_rows, qs, reinterpret_cast<float*>(smem + Geo::kTmpOff));
-    stamp(P.timeline, kStampFirst);
-    return has_slots;
-  };
+  if (has_slots) rotate_rows<kD>(P, s, kvh, n_rows, qs, reinterpret_cast<float*>(smem + Geo::kWarpsOff));
+  stamp(P.timeline, kStampFirst);
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
   float o[kD / 16][4], oz[4], m, l;
   run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
-                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, qs, rotate, o, oz, m, l);
+                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, qs, has_slots, o, oz, m, l);
   store_e8_state<kD>(warp_states(smem), kv.head_dim_v, m, l, o, oz);
   merge_decode(P, s, kvh, split, n_rows, ds, dw, smem);
 }

@@ -13,12 +13,13 @@ spec.loader.exec_module(timeline)
 
 
 def test_a_launch_line_parses_and_summarizes(tmp_path):
-    # Grid (2, 2, 1): block 3 is an empty split (all zeros); block 0 arrives last and merges.
+    # Grid (2, 2, 1): block 3 is an empty split (its start only, earliest of all: it is left out);
+    # block 0 arrives last and merges.
     blocks = [
         [1_000, 7_000, 60_000, 62_000, 66_500],
         [1_200, 8_000, 55_000, 57_000, 0],
         [1_100, 9_000, 50_000, 51_000, 0],
-        [0, 0, 0, 0, 0],
+        [900, 0, 0, 0, 0],
     ]
     f = tmp_path / "t.txt"
     f.write_text("bf16 2 2 1 2 " + " ".join(str(x) for b in blocks for x in b) + "\n")
@@ -31,4 +32,4 @@ def test_a_launch_line_parses_and_summarizes(tmp_path):
     assert rows[4] == pytest.approx((65.5, 65.5, 65.5, 1))
     assert span == pytest.approx(65.5)
     assert sorted(stream) == pytest.approx([41.0, 47.0, 53.0])
-    assert np.isnan(st[3]).all()
+    assert st[3, 0] == 900 and np.isnan(st[3, 1:]).all()

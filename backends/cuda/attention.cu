@@ -167,10 +167,10 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);
-  uint64_t* stamps = attn_timeline_begin((int64_t)grid.x * grid.y * grid.z, capturing_);
+  AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           stamps};
+                           timeline.stamps()};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
   else if (gaac)
@@ -178,7 +178,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   else
     attn::launch_attention_bf16(kD, P, grid, smem, stream_, device_, blocks);
   GAACRT_CUDA_CHECK(cudaGetLastError());
-  attn_timeline_end(stamps, stream_, e8 ? "e8" : (gaac ? "gaac" : "bf16"), grid, n_split);
+  timeline.write(stream_, e8 ? "e8" : (gaac ? "gaac" : "bf16"), grid, n_split);
 }
 
 }  // namespace gaacrt::cuda

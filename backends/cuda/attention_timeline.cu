@@ -33,12 +33,15 @@ Timeline& timeline() {
 
 }  // namespace
 
-uint64_t* attn_timeline_begin(int64_t n_blocks, bool capturing) {
+AttnTimeline::AttnTimeline(int64_t n_blocks, bool capturing) {
   Timeline& t = timeline();
-  if (t.path.empty() || capturing || n_blocks <= 0) return nullptr;
-  std::lock_guard<std::mutex> lock(t.mu);
+  if (t.path.empty() || capturing || n_blocks <= 0) return;
+  t.mu.lock();
+  locked_ = true;
   if (n_blocks > t.cap) {
     if (t.host) GAACRT_CUDA_CHECK(cudaFreeHost(t.host));
+    t.host = t.dev = nullptr;
+    t.cap = 0;
     void* h = nullptr;
     GAACRT_CUDA_CHECK(cudaHostAlloc(&h, (size_t)n_blocks * attn::kStamps * sizeof(uint64_t), cudaHostAllocMapped));
     void* d = nullptr;
@@ -49,14 +52,17 @@ uint64_t* attn_timeline_begin(int64_t n_blocks, bool capturing) {
   }
   std::memset(t.host, 0, (size_t)n_blocks * attn::kStamps * sizeof(uint64_t));
   t.n = n_blocks;
-  return t.dev;
+  dev_ = t.dev;
 }
 
-void attn_timeline_end(uint64_t* stamps, cudaStream_t stream, const char* format, dim3 grid, int32_t n_split) {
-  if (stamps == nullptr) return;
+AttnTimeline::~AttnTimeline() {
+  if (locked_) timeline().mu.unlock();
+}
+
+void AttnTimeline::write(cudaStream_t stream, const char* format, dim3 grid, int32_t n_split) {
+  if (dev_ == nullptr) return;
   Timeline& t = timeline();
   GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::lock_guard<std::mutex> lock(t.mu);
   FILE* f = std::fopen(t.path.c_str(), "a");
   if (!f) return;  // a diagnostic: an unwritable path loses the line, never the launch
   std::fprintf(f, "%s %u %u %u %d", format, grid.x, grid.y, grid.z, n_split);

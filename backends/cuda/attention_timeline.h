@@ -7,9 +7,9 @@
 //   <format> <grid.x> <grid.y> <grid.z> <n_split> <stamps of block 0> <stamps of block 1> ...
 //
 // (blocks in linear order x + X (y + Y z), kStamps values each, 0 where a block never got there:
-// an empty split leaves at once, only the last block of a kv-head merges). bench/cuda_attention_timeline.py
-// reads it and prints where a launch's time goes (ramp, stream, arrival spread, fused reduce).
-// Unset, the kernels get a null pointer and stamp nothing.
+// an empty split stamps its start and leaves, only the last block of a kv-head merges).
+// bench/cuda_attention_timeline.py reads it and prints where a launch's time goes (ramp, stream,
+// arrival spread, fused reduce). Unset, the kernels get a null pointer and stamp nothing.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -38,10 +38,23 @@ __device__ __forceinline__ void stamp(uint64_t* t, Stamp k) {
 #endif
 }  // namespace attn
 
-// The array for a launch of n_blocks thread blocks, zeroed, or nullptr when the variable is unset
-// or a graph is being recorded (the wait below would break the capture).
-uint64_t* attn_timeline_begin(int64_t n_blocks, bool capturing);
-// After that launch: waits for the stream and appends the launch's line. No-op after a nullptr.
-void attn_timeline_end(uint64_t* stamps, cudaStream_t stream, const char* format, dim3 grid, int32_t n_split);
+// One launch's stamps: holds the process-wide buffer (a lock) from construction, when the array
+// is handed out, to destruction, so that launches from several threads take turns.
+class AttnTimeline {
+ public:
+  // n_blocks thread blocks; disabled (stamps() == nullptr) when the variable is unset or a graph
+  // is being recorded (the wait in write() would break the capture).
+  AttnTimeline(int64_t n_blocks, bool capturing);
+  ~AttnTimeline();
+  AttnTimeline(const AttnTimeline&) = delete;
+  AttnTimeline& operator=(const AttnTimeline&) = delete;
+  uint64_t* stamps() const { return dev_; }
+  // After the launch: waits for the stream and appends the launch's line. No-op when disabled.
+  void write(cudaStream_t stream, const char* format, dim3 grid, int32_t n_split);
+
+ private:
+  uint64_t* dev_ = nullptr;
+  bool locked_ = false;
+};
 
 }  // namespace gaacrt::cuda

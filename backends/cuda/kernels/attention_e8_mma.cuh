@@ -567,7 +567,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
                   smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, qs, has_slots, o, oz, m, l);
   store_e8_state<kD>(warp_states(smem), kv.head_dim_v, m, l, o, oz);
-  merge_decode(P, s, kvh, split, n_rows, ds, dw, smem);
+  merge_decode<kD>(P, s, kvh, split, n_rows, ds, dw, smem);
 }
 
 // Shared bytes of the E8 kernel for head size kD (its buffers, or the merges' scratch if larger).

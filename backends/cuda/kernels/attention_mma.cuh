@@ -18,8 +18,8 @@
 //     M-tiles (ceil(rows / 4)) and deal the blocks of the range round-robin (4 warps for a group
 //     of <= 4 heads: each tile is loaded and decoded once for the whole group). The warps' states
 //     are merged in shared memory, the thread block writes its partial state, and the last thread
-//     block of its (sequence, kv-head) to arrive (an atomic counter) merges the partials in split
-//     order and writes the output: no second kernel. Splits that hold no keys (a short context in
+//     block of its (sequence, kv-head) to arrive (an atomic counter) merges the partials (O in
+//     split order, the softmax sums by a fixed shuffle tree) and writes the output: no second kernel. Splits that hold no keys (a short context in
 //     a session sized for a long one) leave at once and are not counted.
 //   * prefill-sized sequences: thread block x takes row groups x, x + gridDim.x, ... of 16 rows,
 //     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself (the
@@ -518,17 +518,21 @@ __device__ __forceinline__ void store_warp_state(float* ws, int32_t dv, float m,
 // writes the output. A warp per row (rows warp, warp + 4, ...): lane j weighs splits j, j + 32, ...
 // (M by a shuffle tree, f = 2^(m - M) into shared memory, L = its splits' l·f in order, then a
 // shuffle tree) and sums columns 4j .. 4j + 3 (+ 128 per pass) of O over the splits in order, a
-// float4 per split with kU = 25 splits' loads in flight (two trips for 49 splits; issuing the
-// first batch before M is known took 30 more registers at head size 128 and spilled at three
-// blocks per SM).
+// float4 per split with kU splits' loads in flight (25: two trips for 49 splits; issuing the
+// first batch before M is known took 30 more registers at head size 128, and the kernels built
+// for three blocks per SM, which spill a few bytes either way, spilled ten times as much).
 // The partials sit in L2, so what costs is round trips: the reduce before this one ran M and L
 // as chains over the splits on a thread per row and summed four outputs eight splits at a time,
 // seven trips for 49 splits. H200, 64K, 8 kv-heads, batch 1 (bench/cuda_attention_timeline.py):
 // last arrival -> output 13.0 -> 4.6 µs; BF16 back to back 81.6 -> 75.5 µs, tg128 of the 8B shape
 // at 64K +3.5% for BF16, GAAC and E8 alike (bench/results/cuda_h200.md, fifth session).
+// kU: splits per batch (the kernels pass 25 at head size 128, whose register cap is the kernel's
+// anyway, and 8 below it: 25 took the head-64 kernel from 165 to 196 registers, past the 168 at
+// which three thread blocks fit an SM for prefill). ns <= kMaxSplits: attention.cu caps n_split.
+template <int kU>
 __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
                                               int ns, const float* pu, uint8_t* smem) {
-  constexpr int kL = kMaxSplits / 32, kU = 25;  // splits per lane (M, L), splits per batch (O)
+  constexpr int kL = kMaxSplits / 32;  // splits per lane (M, L)
   const int32_t G = P.a.n_head / P.kv.n_head_kv, dv = P.kv.head_dim_v;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t stride = (int64_t)kRowsPerGroup * part_row_floats(dv);  // one split's row to the next's
@@ -590,6 +594,7 @@ __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq
   }
 }
 
+template <int kD>
 __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw,
                                              uint8_t* smem) {
@@ -637,6 +642,7 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
         if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
       op[c] = direct ? (L > 0.f ? acc / L : 0.f) : acc;
     }
+    if (!direct && j < part_row_floats(dv) - kPartO - dv) op[dv + j] = 0.f;  // the row's padding, read by reduce_splits
   }
   if (ds.n_live == 1) return;
 
@@ -649,8 +655,11 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
   if (!s_last) return;
   __threadfence();
   const float* pu = P.part + unit * P.n_split * kRowsPerGroup * part_row_floats(dv);
-  reduce_splits(P, s, kvh, n_rows, ds.n_live, pu, smem);
-  stamp(P.timeline, kStampMerged);
+  reduce_splits<kD >= 128 ? 25 : 8>(P, s, kvh, n_rows, ds.n_live, pu, smem);
+  if (P.timeline) {  // (uniform) every warp's rows are written
+    __syncthreads();
+    stamp(P.timeline, kStampMerged);
+  }
   if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
 }
 
@@ -659,7 +668,7 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
                                               int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw, float m,
                                               float l, const float (&oc)[kD / 8][2], uint8_t* smem) {
   store_warp_state<kD>(warp_states(smem), P.kv.head_dim_v, m, l, oc);
-  merge_decode(P, s, kvh, split, n_rows, ds, dw, smem);
+  merge_decode<kD>(P, s, kvh, split, n_rows, ds, dw, smem);
 }
 
 // PDL: the decode path waits for the previous kernel inside run_rows (after the first copies of

@@ -28,8 +28,10 @@ import numpy as np
 
 
 def short(name: str) -> str:
-    name = re.sub(r"gaacrt::cuda::(\(anonymous namespace\)::)?", "", name)
-    name = re.sub(r"gaacrt::", "", name)
+    """A kernel's demangled name without namespaces, `void` and its parameter list (an anonymous
+    namespace anywhere in it is dropped first, else the parameter list's removal took its name)."""
+    name = name.replace("(anonymous namespace)::", "")
+    name = re.sub(r"gaacrt::(cuda::)?", "", name)
     name = name.replace("void ", "")
     name = re.sub(r"\(.*\)$", "", name)
     return name[:110]

@@ -17,7 +17,6 @@
 namespace gaacrt::cuda {
 
 namespace {
-constexpr int32_t kMaxSplit = attn::kMaxSplits;
 
 int max_dynamic_smem(int device) {
   static int cached[64] = {};
@@ -40,7 +39,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // which run on the tensor cores below (their kernel rotates the queries itself).
   // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size.)
   const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
-                  attn::e8_smem_bytes(kv.tile_dim, kMaxSplit) <= (size_t)max_dynamic_smem(device_);
+                  attn::e8_smem_bytes(kv.tile_dim, attn::kMaxSplits) <= (size_t)max_dynamic_smem(device_);
   size_t lossy_bytes = 0;
   if (lossy::is_lossy(kv.format)) {
     lossy_bytes = (lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors) + 255) & ~(size_t)255;
@@ -117,7 +116,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // rest would find no keys): bounded by the session's context, never by the current length.
   const int32_t max_chunks = std::max(1, (kv.max_blocks + attn::kChunkBlocks - 1) / attn::kChunkBlocks);
   const int32_t n_split =
-      std::max(1, std::min({kMaxSplit, max_chunks, per_sm * info_.multiprocessors / units}));
+      std::max(1, std::min({attn::kMaxSplits, max_chunks, per_sm * info_.multiprocessors / units}));
   uint32_t warp_bytes = 0;
   const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split)
                          : attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes,

@@ -13,8 +13,12 @@ namespace gaacrt::cuda {
 namespace {
 
 struct Timeline {
+  Timeline() {
+    const char* e = std::getenv("GAACRT_CUDA_ATTN_TIMELINE");
+    if (e) path = e;
+  }
   std::mutex mu;
-  std::string path;
+  std::string path;          // empty: off
   uint64_t* host = nullptr;  // host-mapped, `cap` blocks of kStamps
   uint64_t* dev = nullptr;
   int64_t cap = 0, n = 0;
@@ -22,12 +26,6 @@ struct Timeline {
 
 Timeline& timeline() {
   static Timeline t;
-  static const bool init = [] {
-    const char* e = std::getenv("GAACRT_CUDA_ATTN_TIMELINE");
-    if (e && *e) t.path = e;
-    return true;
-  }();
-  (void)init;
   return t;
 }
 
@@ -36,8 +34,7 @@ Timeline& timeline() {
 AttnTimeline::AttnTimeline(int64_t n_blocks, bool capturing) {
   Timeline& t = timeline();
   if (t.path.empty() || capturing || n_blocks <= 0) return;
-  t.mu.lock();
-  locked_ = true;
+  lock_ = std::unique_lock<std::mutex>(t.mu);
   if (n_blocks > t.cap) {
     if (t.host) GAACRT_CUDA_CHECK(cudaFreeHost(t.host));
     t.host = t.dev = nullptr;
@@ -53,10 +50,6 @@ AttnTimeline::AttnTimeline(int64_t n_blocks, bool capturing) {
   std::memset(t.host, 0, (size_t)n_blocks * attn::kStamps * sizeof(uint64_t));
   t.n = n_blocks;
   dev_ = t.dev;
-}
-
-AttnTimeline::~AttnTimeline() {
-  if (locked_) timeline().mu.unlock();
 }
 
 void AttnTimeline::write(cudaStream_t stream, const char* format, dim3 grid, int32_t n_split) {

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
 
 namespace gaacrt::cuda {
 
@@ -45,16 +46,13 @@ class AttnTimeline {
   // n_blocks thread blocks; disabled (stamps() == nullptr) when the variable is unset or a graph
   // is being recorded (the wait in write() would break the capture).
   AttnTimeline(int64_t n_blocks, bool capturing);
-  ~AttnTimeline();
-  AttnTimeline(const AttnTimeline&) = delete;
-  AttnTimeline& operator=(const AttnTimeline&) = delete;
   uint64_t* stamps() const { return dev_; }
   // After the launch: waits for the stream and appends the launch's line. No-op when disabled.
   void write(cudaStream_t stream, const char* format, dim3 grid, int32_t n_split);
 
  private:
   uint64_t* dev_ = nullptr;
-  bool locked_ = false;
+  std::unique_lock<std::mutex> lock_;  // held while enabled, released on destruction
 };
 
 }  // namespace gaacrt::cuda

@@ -17,8 +17,9 @@
 // as 8·Σxq in the regrouped layout; Q4_1/K-quants' mins go through m). One warp per output row (two
 // rows per warp for one token: x read once for both); lanes share blocks so each load is
 // contiguous across the warp (kernels/matvec_pieces.cuh); up to 8 tokens at once, so a weight row
-// is read once for all. The pieces every kernel here is built of are in kernels/matvec_rows.cuh; the Q/K/V launch is in matvec_q8_multi.cu, gate/up in
-// kernels/matvec_gate_up.cuh (files of their own so the build compiles them in parallel).
+// is read once for all. The pieces every kernel here is built of are in kernels/matvec_rows.cuh;
+// the Q/K/V launch is in matvec_q8_multi.cu, gate/up in kernels/matvec_gate_up.cuh (files of
+// their own so the build compiles them in parallel).
 #include <cstdlib>
 #include <type_traits>
 

@@ -51,4 +51,12 @@ struct KernelArgs {
   uint64_t* timeline;  // attention_timeline.h: per-block stamps, or nullptr (the default)
 };
 
+#ifdef __CUDACC__
+// Row R (= query token R / G, head R % G of kv-head kvh's group) of sequence s's output.
+__device__ __forceinline__ float* out_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t R) {
+  const int32_t G = P.a.n_head / P.kv.n_head_kv;
+  return P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * P.kv.head_dim_v;
+}
+#endif
+
 }  // namespace gaacrt::cuda::attn

@@ -20,8 +20,9 @@
 //     of <= 4 heads: each tile is loaded and decoded once for the whole group). The warps' states
 //     are merged in shared memory, the thread block writes its partial state, and the last thread
 //     block of its (sequence, kv-head) to arrive (an atomic counter) merges the partials (O in
-//     split order, the softmax sums by a fixed shuffle tree) and writes the output: no second kernel. Splits that hold no keys (a short context in
-//     a session sized for a long one) leave at once and are not counted.
+//     split order, the softmax sums by a fixed shuffle tree) and writes the output: no second
+//     kernel. Splits that hold no keys (a short context in a session sized for a long one) leave
+//     at once and are not counted.
 //   * prefill-sized sequences: thread block x takes row groups x, x + gridDim.x, ... of 16 rows,
 //     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself (the
 //     host sizes gridDim.x from AttentionArgs::max_q, at least n_split).
@@ -487,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
       sum_parts<kD>(o, oc);
       const int32_t R = r0 + (lane >> 2);
       if (lane < 16 && R < n_rows) {
-        float* op = P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv;
+        float* op = out_row(P, s, kvh, R);
         const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
         for (int nt = 0; nt < kD / 8; ++nt) {

@@ -107,7 +107,7 @@ template <int kU>
 __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
                                               int ns, const float* pu, uint8_t* smem) {
   constexpr int kL = kMaxSplits / 32;  // splits per lane (M, L)
-  const int32_t G = P.a.n_head / P.kv.n_head_kv, dv = P.kv.head_dim_v;
+  const int32_t dv = P.kv.head_dim_v;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t stride = (int64_t)kRowsPerGroup * part_row_floats(dv);  // one split's row to the next's
   float* fw = reinterpret_cast<float*>(smem) + warp * ns;  // this warp's row's weights f (merge_bytes)
@@ -144,7 +144,7 @@ __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq
     for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(kFull, L, o);
     const float inv = L > 0.f ? 1.f / L : 0.f;
     __syncwarp();
-    float* out = P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv;
+    float* out = out_row(P, s, kvh, R);
     for (int c0 = 0; c0 < dv; c0 += 128) {
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int sp0 = 0; sp0 < ns; sp0 += kU) {
@@ -174,7 +174,7 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
                                              uint8_t* smem) {
   __shared__ int s_last;
   const KVLayerView& kv = P.kv;
-  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v;
+  const int32_t dv = kv.head_dim_v;
   const int n_mt = dw.n_mt, n_kg = dw.n_kg;
   const int rs = dv + 2;
   const float* ws = reinterpret_cast<const float*>(smem);
@@ -203,7 +203,7 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
     }
     // One split holding every key writes the output itself; else this split's partial (M, L, O).
     const bool direct = ds.n_live == 1;
-    float* op = direct ? P.out + ((int64_t)(s.q_begin + R / G) * P.a.n_head + kvh * G + R % G) * dv
+    float* op = direct ? out_row(P, s, kvh, R)
                        : P.part + ((unit * P.n_split + split) * kRowsPerGroup + R) * part_row_floats(dv) + kPartO;
     if (!direct && j == 0) {
       op[-kPartO] = M;
@@ -216,7 +216,7 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
         if (k < n_kg) acc += w0[k * stride + 2 + c] * f[k];
       op[c] = direct ? (L > 0.f ? acc / L : 0.f) : acc;
     }
-    if (!direct && j < part_row_floats(dv) - kPartO - dv) op[dv + j] = 0.f;  // the row's padding, read by reduce_splits
+    if (!direct && j < part_row_floats(dv) - kPartO - dv) op[dv + j] = 0.f;  // padding reduce_splits reads
   }
   if (ds.n_live == 1) return;
 

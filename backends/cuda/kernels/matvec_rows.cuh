@@ -79,12 +79,13 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 
 // One warp's dot products of R weight rows (R = 2: gate and up, a Q/K/V channel pair, or two rows
 // of one matrix) with n_tok quantized activations, reduced over the warp. Lane i takes part i % L
-// of blocks i / L, i / L + 32 / L, ... of each row (matvec_pieces.cuh), U blocks per batch, and double-buffers: the next batch's raw bytes
-// are loaded before the current batch is unpacked and dotted, so a warp always has loads in
-// flight. `prologue` runs once, by every lane: the kernels wait there for the previous kernel
-// (PDL) and, if they quantize x themselves, do it there. The weights do not depend on earlier
-// kernels, so the first batch is prefetched into L2 before it; its loads, though written before
-// the prologue too, are moved after the wait by ptxas (seen in the SASS), prefetches are not.
+// of blocks i / L, i / L + 32 / L, ... of each row (matvec_pieces.cuh), U blocks per batch, and
+// double-buffers: the next batch's raw bytes are loaded before the current batch is unpacked and
+// dotted, so a warp always has loads in flight. `prologue` runs once, by every lane: the kernels
+// wait there for the previous kernel (PDL) and, if they quantize x themselves, do it there. The
+// weights do not depend on earlier kernels, so the first batch is prefetched into L2 before it;
+// its loads, though written before the prologue too, are moved after the wait by ptxas (seen in
+// the SASS), prefetches are not.
 // Every kernel sums in this one order, so they all give the same bits.
 template <typename Block, int QK, int T, bool kQ16, int R, typename Prologue>
 __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n_cols, int n_tok, const XQ& x,

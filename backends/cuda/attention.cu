@@ -36,7 +36,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
   // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
-  // which run on the tensor cores below (their kernel rotates the queries itself).
+  // which run on the tensor cores below (with the queries lossy::attention rotates).
   // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size.)
   const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
                   attn::e8_smem_bytes(kv.tile_dim, attn::kMaxSplits) <= (size_t)max_dynamic_smem(device_);
@@ -89,8 +89,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // wave); a function of the batch shape, the cache's context and the GPU only, never of the
   // positions, and the same for BF16 and GAAC, so those two sum in the same order; a captured
   // graph stays valid.
-  // GAACRT_CUDA_E8_SPLITS_PER_SM sets E8's (each thread block rotates its own queries, so more
-  // splits cost more than for the other formats; at 64K, tg128 of the 8B shape: 2 173 tok/s,
+  // GAACRT_CUDA_E8_SPLITS_PER_SM sets E8's (3, as many as its kernel is built to hold per SM; at
+  // 64K, tg128 of the 8B shape, when each thread block still rotated its queries: 2 173 tok/s,
   // 3 194).
   const int32_t units = n_seqs * kv.n_head_kv;
   static const int e8_per_sm = [] {
@@ -146,7 +146,10 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
       attn_counters_n_ = units;
     }
   }
-  if (e8)  // attention_lossy.cu's kernel for any sequence of more than 16 rows
+  // E8: lossy::attention rotates the decode steps' queries into the start of its scratch, and runs
+  // its own kernel for any sequence of more than 16 rows.
+  const float* e8_qrot = e8 ? reinterpret_cast<const float*>(scr) : nullptr;
+  if (e8)
     lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,
                      true);
   // Prefill-sized sequences: a thread block per row group of 16 (n_split alone, sized for decode,
@@ -169,7 +172,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps()};
+                           timeline.stamps(), e8_qrot};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
   else if (gaac)

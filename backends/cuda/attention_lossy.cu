@@ -18,7 +18,7 @@
 // each warp takes an R-row tile over its whole visible range and writes its rows itself.
 // Results equal the CPU's to float rounding (summation orders differ); tests/test_cuda_lossy.py.
 // E8 decode steps of head size 32, 64 or 128 run on the tensor cores instead
-// (kernels/attention_e8_mma.cuh, which rotates its queries itself).
+// (kernels/attention_e8_mma.cuh, with the queries rotated here).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -36,18 +36,29 @@ using namespace detail;
 // (kv-heads, sequences, d / 32): a thread block makes 32 dims of q~; thread (i, part) sums row i
 // of R over the column chunks (4 floats) part, part + 4, ... against every row, and the four
 // parts meet by shuffles. All of a thread's loads of R are independent (one latency, not one per
-// chunk: the first version, a loop of load-then-store through shared memory, took 55 µs).
+// chunk: the first version, a loop of load-then-store through shared memory, took 55 µs), and
+// issued before the wait for the previous kernel (R is the layer's constant, q is not): what
+// remains after it is the load of q and the arithmetic.
 __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
-  pdl_begin();
-  constexpr int kMaxD = 256, kDims = 32, kParts = 4;
+  constexpr int kMaxD = 256, kDims = 32, kParts = 4, kMaxChunks = kMaxD / 4 / kParts;
   __shared__ __align__(16) float qs[kSplitRows][kMaxD];
   const KVLayerView& kv = P.kv;
   const int32_t kvh = blockIdx.x, seq = blockIdx.y, d = kv.head_dim_k, tid = threadIdx.x;
+  const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
+  const int part = tid % kParts;
+  const int32_t i = blockIdx.z * kDims + tid / kParts;
+  float4 rv[kMaxChunks];
+  if (i < d) {
+    const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * d);
+#pragma unroll
+    for (int j = 0; j < kMaxChunks; ++j)
+      if (4 * (part + kParts * j) < d) rv[j] = Ri[part + kParts * j];
+  }
+  const float* scl = st.scale ? st.scale + (size_t)kvh * d : nullptr;  // centering: q~ = R (scale * q)
+  pdl_begin();
   const AttnSeq s = P.seqs[seq];
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
   if (n_rows > kSplitRows) return;
-  const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
-  const float* scl = st.scale ? st.scale + (size_t)kvh * d : nullptr;  // centering: q~ = R (scale * q)
 #pragma unroll 8  // independent loads in flight together
   for (int k = 0; k < kSplitRows * kMaxD / kThreads; ++k) {
     const int32_t e = tid + k * kThreads, r = e / d, c = e % d;
@@ -56,18 +67,10 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
     qs[r][c] = scl ? __fmul_rn(x, scl[c]) : x;
   }
   __syncthreads();
-  const int part = tid % kParts;
-  const int32_t i = blockIdx.z * kDims + tid / kParts;
   float y[kSplitRows];
 #pragma unroll
   for (int r = 0; r < kSplitRows; ++r) y[r] = 0.f;
   if (i < d) {
-    const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * d);
-    constexpr int kMaxChunks = kMaxD / 4 / kParts;
-    float4 rv[kMaxChunks];
-#pragma unroll
-    for (int j = 0; j < kMaxChunks; ++j)
-      if (4 * (part + kParts * j) < d) rv[j] = Ri[part + kParts * j];
 #pragma unroll
     for (int j = 0; j < kMaxChunks; ++j) {
       const int32_t c = 4 * (part + kParts * j);
@@ -203,8 +206,8 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   float* part = q_rot + units * kSplitRows * kv.head_dim_k;
   Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0, decode_on_mma ? 1 : 0};
   const int32_t G = a.n_head / kv.n_head_kv;
-  // (Decode steps on the tensor cores rotate their queries in that kernel.)
-  if (kv.format == KVFormat::E8 && !decode_on_mma)
+  // (Decode steps on the tensor cores read theirs from here too.)
+  if (kv.format == KVFormat::E8)
     launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32), kThreads, 0, stream, P);
   // Decode steps only (max_q known and small): the tensor-core kernel has every sequence.
   if (decode_on_mma && a.max_q > 0 && (int64_t)a.max_q * G <= kSplitRows) return;

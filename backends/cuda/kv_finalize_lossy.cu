@@ -7,7 +7,7 @@
 //   E8 keys: one thread block per (kv-head, block) group, encoded only when every half of the
 //            group has a job (as on the CPU): BF16 -> fp32 (minus the head's mean when centering),
 //            k~ = R k with e8_dot8's 8-lane order, norm, the two-branch exact E8P12 search per
-//            8-dim block (e8_encode_block), quads and norms stored per half.
+//            8-dim block (e8_encode_block, one thread each), quads and norms stored per half.
 //   values (E8, kivi2), q8: one thread per (token, group of 32); kivi2 keys: one per channel.
 #include "codec/e8/e8_encode.h"
 #include "codec/e8/e8_layout.h"
@@ -21,32 +21,48 @@
 namespace gaacrt::cuda::lossy {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kMaxD = 256;  // two 128-channel halves
+// Rows of the keys in shared memory are padded by 4 floats: the 16 tokens a half-warp reads at
+// once then start in 16 different 4-bank groups (unpadded, every row starts in bank 0).
+constexpr int kRowPad = 4;
 
 __device__ __forceinline__ void st16(uint8_t* p, uint16_t v) {
   p[0] = (uint8_t)v;
   p[1] = (uint8_t)(v >> 8);
 }
 
-// e8_simd.h's e8_dot8: 8 lanes, ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), no FMA.
+// e8_simd.h's e8_dot8: 8 lanes, ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), no FMA. a and b are 16-byte
+// aligned (rows of R, padded rows in shared memory).
 __device__ __forceinline__ float dot8(const float* a, const float* b, int32_t d) {
   float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int32_t j = 0; j < d; j += 8)
-#pragma unroll
-    for (int k = 0; k < 8; ++k) l[k] = __fadd_rn(l[k], __fmul_rn(a[j + k], b[j + k]));
+  const float4* a4 = reinterpret_cast<const float4*>(a);
+  const float4* b4 = reinterpret_cast<const float4*>(b);
+#pragma unroll 4
+  for (int32_t j = 0; j < d / 4; j += 2) {
+    const float4 a0 = a4[j], a1 = a4[j + 1], b0 = b4[j], b1 = b4[j + 1];
+    l[0] = __fadd_rn(l[0], __fmul_rn(a0.x, b0.x));
+    l[1] = __fadd_rn(l[1], __fmul_rn(a0.y, b0.y));
+    l[2] = __fadd_rn(l[2], __fmul_rn(a0.z, b0.z));
+    l[3] = __fadd_rn(l[3], __fmul_rn(a0.w, b0.w));
+    l[4] = __fadd_rn(l[4], __fmul_rn(a1.x, b1.x));
+    l[5] = __fadd_rn(l[5], __fmul_rn(a1.y, b1.y));
+    l[6] = __fadd_rn(l[6], __fmul_rn(a1.z, b1.z));
+    l[7] = __fadd_rn(l[7], __fmul_rn(a1.w, b1.w));
+  }
   return __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[4]), __fadd_rn(l[2], l[6])),
                    __fadd_rn(__fadd_rn(l[1], l[5]), __fadd_rn(l[3], l[7])));
 }
 
 __device__ void encode_e8_keys(const KVLayerView& kv, const KVFinalizeJob* jobs, int64_t n_jobs, int64_t self) {
-  __shared__ float k[KV_BLOCK_TOKENS * kMaxD], kr[KV_BLOCK_TOKENS * kMaxD];
+  constexpr int32_t kStride = kMaxD + kRowPad;
+  __shared__ __align__(16) float k[KV_BLOCK_TOKENS * kStride], kr[KV_BLOCK_TOKENS * kStride];
   __shared__ float scale[KV_BLOCK_TOKENS], norms[KV_BLOCK_TOKENS];
   __shared__ uint16_t codes[KV_BLOCK_TOKENS * kMaxD / 8];
   __shared__ uint32_t page_of[2];
   __shared__ uint32_t slot_of[2];
   const KVFinalizeJob& me = jobs[self];
-  const int32_t d = kv.head_dim_k, T = kv.tile_dim, M = d / 8, tid = threadIdx.x;
+  const int32_t d = kv.head_dim_k, T = kv.tile_dim, M = d / 8, tid = threadIdx.x, S = d + kRowPad;
   if (tid == 0)
     for (int64_t i = 0; i < n_jobs; ++i)
       if (!jobs[i].is_v && jobs[i].head == me.head && jobs[i].block == me.block) {
@@ -62,16 +78,21 @@ __device__ void encode_e8_keys(const KVLayerView& kv, const KVFinalizeJob* jobs,
     const uint16_t* pg = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)page_of[h] * kv.page_bytes);
     float x = bf16_to_f32(pg[t * T + cc]);
     if (mu) x = __fdiv_rn(__fsub_rn(x, mu[c]), scl[c]);  // (k - mean) / scale, as the CPU rounds it
-    k[e] = x;
+    k[t * S + c] = x;
   }
   __syncthreads();
-  for (int32_t e = tid; e < KV_BLOCK_TOKENS * d; e += kThreads) {
-    const int32_t t = e / d, i = e % d;
-    kr[e] = dot8(st.rot + (size_t)i * d, k + t * d, d);
+  // k~_t[i] = <R_i, k_t>. A thread keeps one token (tid % 16) and walks the rows i = tid / 16 + 16 n,
+  // so a half-warp reads one row of R (a broadcast) against the 16 tokens. With a row of R per
+  // lane instead, every load touched 32 cache lines: 176 µs a launch at head size 128.
+  static_assert(kThreads % KV_BLOCK_TOKENS == 0, "whole token groups");
+  {
+    const int32_t t = tid % KV_BLOCK_TOKENS;
+    for (int32_t i = tid / KV_BLOCK_TOKENS; i < d; i += kThreads / KV_BLOCK_TOKENS)
+      kr[t * S + i] = dot8(st.rot + (size_t)i * d, k + t * S, d);
   }
   __syncthreads();
   if (tid < KV_BLOCK_TOKENS) {
-    const float nrm = sqrtf(dot8(kr + tid * d, kr + tid * d, d));
+    const float nrm = sqrtf(dot8(kr + tid * S, kr + tid * S, d));
     norms[tid] = nrm;
     scale[tid] = (nrm > 0.0f && isfinite(nrm)) ? __fdiv_rn(st.alpha, nrm) : 0.0f;
   }
@@ -80,7 +101,7 @@ __device__ void encode_e8_keys(const KVLayerView& kv, const KVFinalizeJob* jobs,
     const int32_t t = u / M, j = u % M;
     E8Vec8 x;
 #pragma unroll
-    for (int i = 0; i < E8_BLOCK; ++i) x.v[i] = __fmul_rn(kr[t * d + j * E8_BLOCK + i], scale[t]);
+    for (int i = 0; i < E8_BLOCK; ++i) x.v[i] = __fmul_rn(kr[t * S + j * E8_BLOCK + i], scale[t]);
     codes[u] = (uint16_t)e8_encode_block(x).code;
   }
   __syncthreads();

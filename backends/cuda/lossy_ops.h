@@ -31,8 +31,8 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
 // it starts with the rotated queries of decode-sized sequences: [seq][kv-head][16 rows][dk] floats.
 size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms);
 // decode_on_mma: the sequences of at most 16 rows (decode steps) are the E8 tensor-core kernel's
-// (CudaBackend::attention launches it next, kernels/attention_e8_mma.cuh): only the rotated
-// queries are made for them here, and longer sequences attended.
+// (CudaBackend::attention launches it next, kernels/attention_e8_mma.cuh): only their rotated
+// queries are made here (at the scratch's start), and longer sequences attended.
 void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
                float* out, void* scratch, int sms, int max_smem, cudaStream_t stream, bool decode_on_mma);
 
@@ -40,5 +40,6 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
 // tile per block) and the paper's slots. GAACRT_CUDA_E8_MMA=0 keeps them on the CUDA-core kernel
 // (for comparisons; read once).
 bool e8_mma_ok(const KVLayerView& kv);
+
 
 }  // namespace gaacrt::cuda::lossy

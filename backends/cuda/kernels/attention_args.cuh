@@ -49,6 +49,7 @@ struct KernelArgs {
   // any takes a second. 0: x = split or prefill row group, y = kv-head.
   int32_t head_fastest;
   uint64_t* timeline;  // attention_timeline.h: per-block stamps, or nullptr (the default)
+  const float* q_rot;  // E8: the rotated queries [seq][kv-head][16 rows][kD] (attention_lossy.cu)
 };
 
 #ifdef __CUDACC__

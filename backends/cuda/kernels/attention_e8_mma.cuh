@@ -36,8 +36,10 @@
 //
 // Raw BF16 pages of the window (the newest blocks) are copied to a per-warp tile and run on bf16
 // mma into the same accumulators: q unrotated and p in three bf16 parts (attention_ptx.cuh).
-// The query rotation (q~ = R (s ⊙ q), s the centering scale when on) is the thread block's first
-// step. Results equal the CPU's to about 2^-22 relative (the query parts and the weights' two
+// The rotated queries (q~ = R (s ⊙ q), s the centering scale when on) come made, once per
+// (sequence, kv-head), by attention_lossy.cu's rotate_kernel launched just before: when every
+// thread block rotated its own, the 49 blocks of a kv-head at 64K each read all of R (64 KiB) and
+// a launch took 74 µs instead of 61 (H200, bench/cuda_attention_timeline.py). Results equal the CPU's to about 2^-22 relative (the query parts and the weights' two
 // fp16 parts; tests/test_cuda_lossy.py holds them to 1e-4).
 // Decode-sized sequences (<= 16 rows) only, head dims 32, 64 and 128 (one tile per block); the
 // rest of an E8 cache's work is attention_lossy.cu's.
@@ -67,12 +69,10 @@ struct E8Geom {
   static constexpr uint32_t kRing = (kE8Stages * 8 + kE8Stages * 2 * 4 + 15) & ~15u;
   // Per warp: the stages, one raw-page tile (K, then V of the same block), the ring.
   static constexpr uint32_t kWarpBytes = kE8Stages * kStage + TileGeom<kD>::kTileBytes + kRing;
-  // Per thread block: the table, the rotated queries [16 rows][kD] fp32, the warps.
-  static constexpr uint32_t kQsOff = E8_N_PROTO * 4;
-  static constexpr uint32_t kWarpsOff = kQsOff + kRowsPerGroup * kD * 4;
+  // Per thread block: the table, the warps.
+  static constexpr uint32_t kWarpsOff = E8_N_PROTO * 4;
   static constexpr uint32_t kBytes = kWarpsOff + kWarps * kWarpBytes;
   static_assert(kStage % 16 == 0 && TileGeom<kD>::kTileBytes % 16 == 0, "16-byte aligned pieces");
-  static_assert(kRowsPerGroup * kD * 4 <= kWarps * kWarpBytes, "the unrotated rows fit the warps' buffers");
 };
 
 constexpr float kLoScale = 2048.f;          // the remainder columns' scale (see the header)
@@ -85,54 +85,6 @@ __device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t b
   uint32_t d;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(mask), "r"(bits));
   return d;
-}
-
-// q~ = R (s ⊙ q) of the sequence's n_rows rows into qs [16][kD] (shared): thread i makes channel i
-// of every row. The unrotated rows wait in tmp (the warps' buffers: nothing is issued yet).
-template <int kD>
-__device__ __forceinline__ void rotate_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
-                                            float* qs, float* tmp) {
-  const E8KVLayer& st = *static_cast<const E8KVLayer*>(P.kv.codec);
-  const int32_t G = P.a.n_head / P.kv.n_head_kv;
-  const float* scl = st.scale ? st.scale + (size_t)kvh * kD : nullptr;
-  for (int e = threadIdx.x; e < n_rows * kD; e += kThreads) {
-    const int r = e / kD, c = e % kD;
-    const float x = P.q[((int64_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * kD + c];
-    tmp[e] = scl ? __fmul_rn(x, scl[c]) : x;
-  }
-  __syncthreads();
-  static_assert(kD <= kThreads, "one channel per thread");
-  // Rows four at a time (a decode step of a GQA group of 4 is one pass); a last pass of fewer
-  // rows recomputes its first row in the unused places and stores nothing of them.
-  if (threadIdx.x < kD) {
-    const int i = threadIdx.x;
-    const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * kD);
-    for (int r0 = 0; r0 < n_rows; r0 += 4) {
-      int rr[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) rr[r] = r0 + r < n_rows ? r0 + r : r0;
-      float y[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 16
-      for (int j = 0; j < kD / 4; ++j) {
-        const float4 rv = __ldg(Ri + j);
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float4 qv = reinterpret_cast<const float4*>(tmp + rr[r] * kD)[j];
-          y[r] = __fmaf_rn(rv.x, qv.x, y[r]);
-          y[r] = __fmaf_rn(rv.y, qv.y, y[r]);
-          y[r] = __fmaf_rn(rv.z, qv.z, y[r]);
-          y[r] = __fmaf_rn(rv.w, qv.w, y[r]);
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        if (r0 + r < n_rows) qs[(r0 + r) * kD + i] = y[r];
-    }
-  }
-  // tmp lies in the warps' stages, which bulk copies fill next: order these generic writes before
-  // the async proxy's (harmless without, as nothing reads them, but the model asks for it).
-  if (GAACRT_BULK_COPY) fence_proxy_async();
-  __syncthreads();
 }
 
 // This lane's int8 A fragments of q~ (its M-tile row g % 4) and the constants that turn its two
@@ -536,14 +488,9 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   using Geo = E8Geom<kD>;
   const KVLayerView& kv = P.kv;
   stamp(P.timeline, kStampStart);
-  // Constants first, while the previous kernel may still run: the table, and the rotation's rows
-  // warmed in L2.
+  // The table first, while the previous kernel may still run.
   uint32_t* tab = reinterpret_cast<uint32_t*>(smem);
   for (int x = threadIdx.x; x < E8_N_PROTO; x += kThreads) tab[x] = g_e8_table[x];
-  const float* rot = static_cast<const E8KVLayer*>(kv.codec)->rot;
-  if (threadIdx.x < kD)
-#pragma unroll
-    for (int c = 0; c < kD * 4; c += 128) prefetch_l2(rot + (size_t)threadIdx.x * kD + c / 4);
   pdl_begin();
   const int warp = threadIdx.x >> 5;
   const AttnSeq s = P.seqs[blockIdx.z];
@@ -558,14 +505,13 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   bool slot = false;
   for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
   const bool has_slots = __syncthreads_or(slot);
-  float* qs = reinterpret_cast<float*>(smem + Geo::kQsOff);
-  if (has_slots) rotate_rows<kD>(P, s, kvh, n_rows, qs, reinterpret_cast<float*>(smem + Geo::kWarpsOff));
+  const float* q_rows = P.q_rot + ((int64_t)blockIdx.z * kv.n_head_kv + kvh) * kRowsPerGroup * kD;
   stamp(P.timeline, kStampFirst);
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
   float o[kD / 16][4], oz[4], m, l;
   run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
-                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, qs, has_slots, o, oz, m, l);
+                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, q_rows, has_slots, o, oz, m, l);
   store_e8_state<kD>(warp_states(smem), kv.head_dim_v, m, l, o, oz);
   merge_decode<kD>(P, s, kvh, split, n_rows, ds, dw, smem);
 }

@@ -4,10 +4,11 @@
 // src/codec/scalar/scalar_codecs.cpp). The target builds with --fmad=false, IEEE division and
 // square root, so every slot is byte-identical to the CPU's (tests/test_cuda_lossy.py).
 //
-//   E8 keys: one thread block per (kv-head, block) group, encoded only when every half of the
-//            group has a job (as on the CPU): BF16 -> fp32 (minus the head's mean when centering),
-//            k~ = R k with e8_dot8's 8-lane order, norm, the two-branch exact E8P12 search per
-//            8-dim block (e8_encode_block, one thread each), quads and norms stored per half.
+//   E8 keys: one thread block per token of a (kv-head, block) group, encoded only when every
+//            half of the group has a job (as on the CPU): BF16 -> fp32 (minus the head's mean
+//            when centering), k~ = R k with e8_dot8's 8-lane order (8 lanes per row), norm, the
+//            two-branch exact E8P12 search per 8-dim block (e8_encode_block, one thread each),
+//            quads and norm stored per half.
 //   values (E8, kivi2), q8: one thread per (token, group of 32); kivi2 keys: one per channel.
 #include "codec/e8/e8_encode.h"
 #include "codec/e8/e8_layout.h"
@@ -23,101 +24,79 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxD = 256;  // two 128-channel halves
-// Rows of the keys in shared memory are padded by 4 floats: the 16 tokens a half-warp reads at
-// once then start in 16 different 4-bank groups (unpadded, every row starts in bank 0).
-constexpr int kRowPad = 4;
+constexpr uint32_t kFull = 0xffffffffu;
 
 __device__ __forceinline__ void st16(uint8_t* p, uint16_t v) {
   p[0] = (uint8_t)v;
   p[1] = (uint8_t)(v >> 8);
 }
 
-// e8_simd.h's e8_dot8: 8 lanes, ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), no FMA. a and b are 16-byte
-// aligned (rows of R, padded rows in shared memory).
-__device__ __forceinline__ float dot8(const float* a, const float* b, int32_t d) {
-  float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const float4* a4 = reinterpret_cast<const float4*>(a);
-  const float4* b4 = reinterpret_cast<const float4*>(b);
-#pragma unroll 4
-  for (int32_t j = 0; j < d / 4; j += 2) {
-    const float4 a0 = a4[j], a1 = a4[j + 1], b0 = b4[j], b1 = b4[j + 1];
-    l[0] = __fadd_rn(l[0], __fmul_rn(a0.x, b0.x));
-    l[1] = __fadd_rn(l[1], __fmul_rn(a0.y, b0.y));
-    l[2] = __fadd_rn(l[2], __fmul_rn(a0.z, b0.z));
-    l[3] = __fadd_rn(l[3], __fmul_rn(a0.w, b0.w));
-    l[4] = __fadd_rn(l[4], __fmul_rn(a1.x, b1.x));
-    l[5] = __fadd_rn(l[5], __fmul_rn(a1.y, b1.y));
-    l[6] = __fadd_rn(l[6], __fmul_rn(a1.z, b1.z));
-    l[7] = __fadd_rn(l[7], __fmul_rn(a1.w, b1.w));
-  }
-  return __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[4]), __fadd_rn(l[2], l[6])),
-                   __fadd_rn(__fadd_rn(l[1], l[5]), __fadd_rn(l[3], l[7])));
+// e8_simd.h's e8_dot8 of a row of length d, spread over the 8 lanes of an aligned group: lane
+// sub = lane % 8 sums a[j + sub] * b[j + sub] over j = 0, 8, 16, ... in order (the CPU's lane
+// sub), then the shuffles combine them as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) — a float add
+// gives the same bits in either operand order. No FMA. Every lane of the group gets the result.
+__device__ __forceinline__ float dot8_lanes(const float* a, const float* b, int32_t d) {
+  const int sub = threadIdx.x & 7;
+  float l = 0.f;
+#pragma unroll 8
+  for (int32_t j = 0; j < d; j += 8) l = __fadd_rn(l, __fmul_rn(a[j + sub], b[j + sub]));
+  l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 4));  // l0+l4, l1+l5, l2+l6, l3+l7
+  l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 2));  // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
+  return __fadd_rn(l, __shfl_xor_sync(kFull, l, 1));
 }
 
-__device__ void encode_e8_keys(const KVLayerView& kv, const KVFinalizeJob* jobs, int64_t n_jobs, int64_t self) {
-  constexpr int32_t kStride = kMaxD + kRowPad;
-  __shared__ __align__(16) float k[KV_BLOCK_TOKENS * kStride], kr[KV_BLOCK_TOKENS * kStride];
-  __shared__ float scale[KV_BLOCK_TOKENS], norms[KV_BLOCK_TOKENS];
-  __shared__ uint16_t codes[KV_BLOCK_TOKENS * kMaxD / 8];
-  __shared__ uint32_t page_of[2];
-  __shared__ uint32_t slot_of[2];
-  const KVFinalizeJob& me = jobs[self];
-  const int32_t d = kv.head_dim_k, T = kv.tile_dim, M = d / 8, tid = threadIdx.x, S = d + kRowPad;
-  if (tid == 0)
-    for (int64_t i = 0; i < n_jobs; ++i)
-      if (!jobs[i].is_v && jobs[i].head == me.head && jobs[i].block == me.block) {
-        page_of[jobs[i].half] = jobs[i].raw_page;
-        slot_of[jobs[i].half] = jobs[i].slot;
-      }
-  __syncthreads();
+// The keys of one token t of a (kv-head, block) group whose halves' raw pages and slots are
+// page_of / slot_of (a thread block per token: a launch at batch 1 has 8 groups, and one thread
+// block per group kept 8 SMs busy for 28 µs).
+__device__ void encode_e8_key(const KVLayerView& kv, int32_t head, const uint32_t* page_of, const uint32_t* slot_of,
+                              int32_t t) {
+  __shared__ __align__(16) float k[kMaxD], kr[kMaxD];
+  __shared__ float norm_of, scale_of;
+  __shared__ uint16_t codes[kMaxD / 8];
+  const int32_t d = kv.head_dim_k, T = kv.tile_dim, M = d / 8, tid = threadIdx.x;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
-  const float* mu = st.mean ? st.mean + (size_t)me.head * d : nullptr;
-  const float* scl = st.mean ? st.scale + (size_t)me.head * d : nullptr;  // centering's per-channel scale
-  for (int32_t e = tid; e < KV_BLOCK_TOKENS * d; e += kThreads) {
-    const int32_t t = e / d, c = e % d, h = c / T, cc = c % T;
-    const uint16_t* pg = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)page_of[h] * kv.page_bytes);
-    float x = bf16_to_f32(pg[t * T + cc]);
+  const float* mu = st.mean ? st.mean + (size_t)head * d : nullptr;
+  const float* scl = st.mean ? st.scale + (size_t)head * d : nullptr;  // centering's per-channel scale
+  for (int32_t c = tid; c < d; c += kThreads) {
+    const uint16_t* pg = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)page_of[c / T] * kv.page_bytes);
+    float x = bf16_to_f32(pg[t * T + c % T]);
     if (mu) x = __fdiv_rn(__fsub_rn(x, mu[c]), scl[c]);  // (k - mean) / scale, as the CPU rounds it
-    k[t * S + c] = x;
+    k[c] = x;
   }
   __syncthreads();
-  // k~_t[i] = <R_i, k_t>. A thread keeps one token (tid % 16) and walks the rows i = tid / 16 + 16 n,
-  // so a half-warp reads one row of R (a broadcast) against the 16 tokens. With a row of R per
-  // lane instead, every load touched 32 cache lines: 176 µs a launch at head size 128.
-  static_assert(kThreads % KV_BLOCK_TOKENS == 0, "whole token groups");
-  {
-    const int32_t t = tid % KV_BLOCK_TOKENS;
-    for (int32_t i = tid / KV_BLOCK_TOKENS; i < d; i += kThreads / KV_BLOCK_TOKENS)
-      kr[t * S + i] = dot8(st.rot + (size_t)i * d, k + t * S, d);
+  // k~[i] = <R_i, k>: 8 lanes per row, 32 rows per pass of the thread block.
+  static_assert(kThreads % 32 == 0, "whole warps: every lane takes part in the shuffles");
+  for (int32_t i0 = 0; i0 < d; i0 += kThreads / 8) {
+    const int32_t i = min(i0 + tid / 8, d - 1);  // past d: a repeat of row d - 1, not stored
+    const float v = dot8_lanes(st.rot + (size_t)i * d, k, d);
+    if ((tid & 7) == 0 && i0 + tid / 8 < d) kr[i] = v;
   }
   __syncthreads();
-  if (tid < KV_BLOCK_TOKENS) {
-    const float nrm = sqrtf(dot8(kr + tid * S, kr + tid * S, d));
-    norms[tid] = nrm;
-    scale[tid] = (nrm > 0.0f && isfinite(nrm)) ? __fdiv_rn(st.alpha, nrm) : 0.0f;
+  if (tid < 32) {
+    const float nrm = sqrtf(dot8_lanes(kr, kr, d));
+    if (tid == 0) {
+      norm_of = nrm;
+      scale_of = (nrm > 0.0f && isfinite(nrm)) ? __fdiv_rn(st.alpha, nrm) : 0.0f;
+    }
   }
   __syncthreads();
-  for (int32_t u = tid; u < KV_BLOCK_TOKENS * M; u += kThreads) {
-    const int32_t t = u / M, j = u % M;
+  if (tid < M) {
     E8Vec8 x;
 #pragma unroll
-    for (int i = 0; i < E8_BLOCK; ++i) x.v[i] = __fmul_rn(kr[t * S + j * E8_BLOCK + i], scale[t]);
-    codes[u] = (uint16_t)e8_encode_block(x).code;
+    for (int i = 0; i < E8_BLOCK; ++i) x.v[i] = __fmul_rn(kr[tid * E8_BLOCK + i], scale_of);
+    codes[tid] = (uint16_t)e8_encode_block(x).code;
   }
   __syncthreads();
   const int32_t nq = T / E8_QUAD_DIMS, QT = d / E8_QUAD_DIMS;
-  for (int32_t u = tid; u < KV_BLOCK_TOKENS * QT; u += kThreads) {
-    const int32_t t = u / QT, qg = u % QT, h = qg / nq, q = qg % nq;
-    const uint16_t* ct = codes + t * M + 4 * qg;
+  if (tid < QT) {
+    const int32_t h = tid / nq, q = tid % nq;
+    const uint16_t* ct = codes + 4 * tid;
     const E8Quad quad = e8_quad_pack(ct[0], ct[1], ct[2], ct[3]);
     uint8_t* slot = kv_entry_ptr(kv, slot_of[h], 0);
     e8_st32(slot + e8_k_quad_offset(T, t, q), quad.proto);
     e8_st32(slot + e8_k_quad_offset(T, t, q) + 4, quad.signs);
   }
-  for (int32_t u = tid; u < KV_BLOCK_TOKENS * kv.n_half; u += kThreads) {
-    const int32_t t = u % KV_BLOCK_TOKENS, h = u / KV_BLOCK_TOKENS;
-    e8_st32(kv_entry_ptr(kv, slot_of[h], 0) + e8_k_norm_offset(T, t), f32_to_bits(norms[t]));
-  }
+  if (tid < kv.n_half) e8_st32(kv_entry_ptr(kv, slot_of[tid], 0) + e8_k_norm_offset(T, t), f32_to_bits(norm_of));
 }
 
 // v2 tile (asym2.h): token t, group g of 32 channels.
@@ -153,29 +132,41 @@ __device__ void encode_kivi2_channel(const uint16_t* raw, int32_t T, int32_t c, 
   st16(pp + 2, p.zero_bits);
 }
 
-// One thread block per job.
+// Grid (job, token): E8 keys one thread block per token of a job; the other jobs in the blocks
+// of token 0, the rest of their column leaving at once.
 __global__ void __launch_bounds__(kThreads) finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs, int64_t n_jobs) {
   pdl_begin();
   const int64_t i = blockIdx.x;
+  const int32_t tok = blockIdx.y;
   KVFinalizeJob& j = jobs[i];
   const int32_t T = kv.tile_dim, tid = threadIdx.x;
   if (kv.format == KVFormat::E8 && !j.is_v) {
-    // The halves of a (head, block) go together: encoded by the group's first job when all are here.
-    int32_t count = 0;
-    int64_t leader = -1;
-    for (int64_t k = 0; k < n_jobs; ++k)
-      if (!jobs[k].is_v && jobs[k].head == j.head && jobs[k].block == j.block) {
-        ++count;
-        if (leader < 0) leader = k;
-      }
-    const bool fits = count == kv.n_half;
-    if (fits && leader == i) encode_e8_keys(kv, jobs, n_jobs, i);
+    // The halves of a (head, block) go together: encoded by the group's first job when all are
+    // here. The thread block finds them together (a prefill's launch has hundreds of jobs).
+    __shared__ int32_t count, leader;
+    __shared__ uint32_t page_of[2], slot_of[2];
     if (tid == 0) {
+      count = 0;
+      leader = 0x7fffffff;
+    }
+    __syncthreads();
+    for (int64_t k = tid; k < n_jobs; k += kThreads)
+      if (!jobs[k].is_v && jobs[k].head == j.head && jobs[k].block == j.block) {
+        atomicAdd(&count, 1);
+        atomicMin(&leader, (int32_t)k);
+        page_of[jobs[k].half & 1] = jobs[k].raw_page;
+        slot_of[jobs[k].half & 1] = jobs[k].slot;
+      }
+    __syncthreads();
+    const bool fits = count == kv.n_half;
+    if (fits && leader == i) encode_e8_key(kv, j.head, page_of, slot_of, tok);
+    if (tid == 0 && tok == 0) {
       j.fits = fits ? 1 : 0;
       j.escape_bytes = 0;
     }
     return;
   }
+  if (tok != 0) return;
   const uint16_t* raw = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)j.raw_page * kv.page_bytes);
   uint8_t* slot = kv_entry_ptr(kv, j.slot, j.is_v);
   const int32_t groups = T / 32;
@@ -205,7 +196,7 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, T));
   check_e8_view(kv, T, "kv_finalize");
   if (n_jobs > 0x7fffffff) throw Error("backend", "invalid_argument", "cuda kv_finalize: too many jobs");
-  launch_kernel(finalize_kernel, (unsigned)n_jobs, kThreads, 0, stream, kv, jobs, n_jobs);
+  launch_kernel(finalize_kernel, dim3((unsigned)n_jobs, KV_BLOCK_TOKENS), kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

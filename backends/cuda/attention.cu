@@ -148,6 +148,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   }
   // E8: lossy::attention rotates the decode steps' queries into the start of its scratch, and runs
   // its own kernel for any sequence of more than 16 rows.
+  static_assert(attn::kRowsPerGroup == lossy::kRotatedRows, "E8's rotated query rows are its row group");
   const float* e8_qrot = e8 ? reinterpret_cast<const float*>(scr) : nullptr;
   if (e8)
     lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,

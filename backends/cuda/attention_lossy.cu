@@ -31,6 +31,7 @@ namespace gaacrt::cuda::lossy {
 namespace {
 
 using namespace detail;
+static_assert(kSplitRows == kRotatedRows, "the rotated queries' rows are the decode row group");
 
 // E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head). Grid
 // (kv-heads, sequences, d / 32): a thread block makes 32 dims of q~; thread (i, part) sums row i

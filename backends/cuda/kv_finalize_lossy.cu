@@ -142,21 +142,32 @@ __global__ void __launch_bounds__(kThreads) finalize_kernel(KVLayerView kv, KVFi
   const int32_t T = kv.tile_dim, tid = threadIdx.x;
   if (kv.format == KVFormat::E8 && !j.is_v) {
     // The halves of a (head, block) go together: encoded by the group's first job when all are
-    // here. The thread block finds them together (a prefill's launch has hundreds of jobs).
+    // here. One half: the job is its group (the host never queues a tile twice). Two: the thread
+    // block finds the group's jobs together (a prefill's launch has hundreds of jobs, and each of
+    // a job's 16 thread blocks scans them).
     __shared__ int32_t count, leader;
     __shared__ uint32_t page_of[2], slot_of[2];
-    if (tid == 0) {
-      count = 0;
-      leader = 0x7fffffff;
-    }
-    __syncthreads();
-    for (int64_t k = tid; k < n_jobs; k += kThreads)
-      if (!jobs[k].is_v && jobs[k].head == j.head && jobs[k].block == j.block) {
-        atomicAdd(&count, 1);
-        atomicMin(&leader, (int32_t)k);
-        page_of[jobs[k].half & 1] = jobs[k].raw_page;
-        slot_of[jobs[k].half & 1] = jobs[k].slot;
+    if (kv.n_half == 1) {
+      if (tid == 0) {
+        count = 1;
+        leader = (int32_t)i;
+        page_of[0] = j.raw_page;
+        slot_of[0] = j.slot;
       }
+    } else {
+      if (tid == 0) {
+        count = 0;
+        leader = 0x7fffffff;
+      }
+      __syncthreads();
+      for (int64_t k = tid; k < n_jobs; k += kThreads)
+        if (!jobs[k].is_v && jobs[k].head == j.head && jobs[k].block == j.block) {
+          atomicAdd(&count, 1);
+          atomicMin(&leader, (int32_t)k);
+          page_of[jobs[k].half & 1] = jobs[k].raw_page;
+          slot_of[jobs[k].half & 1] = jobs[k].slot;
+        }
+    }
     __syncthreads();
     const bool fits = count == kv.n_half;
     if (fits && leader == i) encode_e8_key(kv, j.head, page_of, slot_of, tok);

@@ -41,5 +41,8 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
 // (for comparisons; read once).
 bool e8_mma_ok(const KVLayerView& kv);
 
+// Rows per (sequence, kv-head) of the rotated E8 queries attention() leaves at its scratch's start
+// (the tensor-core kernel's row group).
+constexpr int kRotatedRows = 16;
 
 }  // namespace gaacrt::cuda::lossy

@@ -11,8 +11,9 @@
 // The bytes b come out of the table word with a few integer operations (codec/e8/e8_codebook.h,
 // e8_quad_block_bytes, tested on the host for every code): XOR the spread flips times 14 (14 =
 // 1110b turns an odd nibble n into 16 - n), subtract pi from every nibble, and split even and odd
-// nibbles into bytes (& 0x0F0F0F0F, >> 4): dims (0, 4, 1, 5) and (2, 6, 3, 7) of the block. So one code is one lane's B fragment of one k-step (32 k of token g), and the
-// query's A fragments hold its dims in the same permuted order (a dot product does not care).
+// nibbles into bytes (& 0x0F0F0F0F, >> 4): dims (0, 4, 1, 5) and (2, 6, 3, 7) of the block. So
+// one code is one lane's B fragment of one k-step (32 k of token g), and the query's A fragments
+// hold its dims in the same permuted order (a dot product does not care).
 // The rotated query q~ (fp32) enters as three int8 parts with steps s, s/128, s/128^2 (s =
 // max|q~|/127: 22 significant bits), one per row group of the A operand (rows 0-3, 4-7, 8-11;
 // attention_ptx.cuh says why rows are free), so one mma gives all three dot products, exactly, in
@@ -38,9 +39,10 @@
 // mma into the same accumulators: q unrotated and p in three bf16 parts (attention_ptx.cuh).
 // The rotated queries (q~ = R (s ⊙ q), s the centering scale when on) come made, once per
 // (sequence, kv-head), by attention_lossy.cu's rotate_kernel launched just before: when every
-// thread block rotated its own, the 49 blocks of a kv-head at 64K each read all of R (64 KiB) and
-// a launch took 74 µs instead of 61 (H200, bench/cuda_attention_timeline.py). Results equal the CPU's to about 2^-22 relative (the query parts and the weights' two
-// fp16 parts; tests/test_cuda_lossy.py holds them to 1e-4).
+// thread block rotated its own, the 49 blocks of a kv-head at 64K each read all of R (64 KiB),
+// and a launch took 74 µs instead of 61 (H200, bench/cuda_attention_timeline.py). Results equal
+// the CPU's to about 2^-22 relative (the query parts and the weights' two fp16 parts;
+// tests/test_cuda_lossy.py holds them to 1e-4).
 // Decode-sized sequences (<= 16 rows) only, head dims 32, 64 and 128 (one tile per block); the
 // rest of an E8 cache's work is attention_lossy.cu's.
 #pragma once

@@ -7,10 +7,11 @@
 #
 # Stages:
 #   build    pip install --no-build-isolation (~60 s)
-#   tests    tests/test_cuda_*.py, test_fused_ops.py, test_bench_hooks.py (~15 s); TEST_PREFILL=q16
+#   tests    the GPU's tests/test_cuda_*.py, test_fused_ops.py, test_bench_hooks.py (~20 s); TEST_PREFILL=q16
 #            runs them with that prefill matmul (GAACRT_CUDA_MMA_MATMUL) as the default
 #   profile  bench/cuda_kernel_profile.py, decode at depth 0, on bench/gen_8b.py's Llama-3.1-8B
-#            shape in Q4_0, PDL off
+#            shape in Q4_0, PDL off (PROFILE_ARGS adds arguments, e.g. "--cache e8 --depth
+#            32768 --tokens 16" or "--cache e8 --prefill 512")
 #   e2e      bench/cuda_e2e.py: pp512 and tg128 at depth 0 (E2E_ARGS adds arguments)
 #   small    bench/cuda_decode.py, SmolLM2's shape
 #   prefill  pp512 with each prefill matmul (PREFILL_PATHS, default bf16 q8
@@ -49,8 +50,11 @@ if has build; then
 fi
 if has tests; then
   stage "CUDA tests"
-  GAACRT_CUDA_MMA_MATMUL=${TEST_PREFILL:-} timeout 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py tests/test_cuda_ops.py tests/test_fused_ops.py \
-    tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_bench_hooks.py 2>&1 | tail -25
+  # (tests/test_cuda_matvec_pieces.py is a host test, CI's; test_cuda_real_model.py skips without
+  # the file bench/gpu_real_smollm2.sh brings.)
+  GAACRT_CUDA_MMA_MATMUL=${TEST_PREFILL:-} timeout 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_backend.py \
+    tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
+    tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
 if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
@@ -58,7 +62,8 @@ fi
 if has profile; then
   stage "kernel profile, 8B shape, depth 0"
   # PDL off: with it, a kernel's time includes its wait for the previous one.
-  GAACRT_CUDA_PDL=0 timeout 200 "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 8 2>&1 | tail -45
+  # shellcheck disable=SC2086
+  GAACRT_CUDA_PDL=0 timeout 200 "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 8 ${PROFILE_ARGS:-} 2>&1 | tail -45
 fi
 if has e2e; then
   stage "e2e: pp512 (tensor cores) and tg128 at depth 0"

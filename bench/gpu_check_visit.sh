@@ -11,7 +11,7 @@
 #            runs them with that prefill matmul (GAACRT_CUDA_MMA_MATMUL) as the default
 #   profile  bench/cuda_kernel_profile.py, decode at depth 0, on bench/gen_8b.py's Llama-3.1-8B
 #            shape in Q4_0, PDL off (PROFILE_ARGS adds arguments, e.g. "--cache e8 --depth
-#            32768 --tokens 16" or "--cache e8 --prefill 512")
+#            32768 --tokens 16", or "--cache bf16,gaac,e8 --prefill 512" for the caches side by side)
 #   e2e      bench/cuda_e2e.py: pp512 and tg128 at depth 0 (E2E_ARGS adds arguments)
 #   small    bench/cuda_decode.py, SmolLM2's shape
 #   prefill  pp512 with each prefill matmul (PREFILL_PATHS, default bf16 q8
@@ -63,7 +63,7 @@ if has profile; then
   stage "kernel profile, 8B shape, depth 0"
   # PDL off: with it, a kernel's time includes its wait for the previous one.
   # shellcheck disable=SC2086
-  GAACRT_CUDA_PDL=0 timeout 200 "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 8 ${PROFILE_ARGS:-} 2>&1 | tail -45
+  GAACRT_CUDA_PDL=0 timeout 200 "$PY" bench/cuda_kernel_profile.py "$MODEL" --tokens 8 ${PROFILE_ARGS:-} 2>&1 | tail -150
 fi
 if has e2e; then
   stage "e2e: pp512 (tensor cores) and tg128 at depth 0"

@@ -67,50 +67,47 @@ def main() -> None:
         print("\n".join(side_by_side(aggs, 1 if args.prefill else args.tokens, unit)))
 
 
+def traced(run):
+    """run() under torch.profiler's CUDA tracing, the GPU idle before and after: (profile, wall s)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    return prof, wall
+
+
 def profile_prefill(m, args, cache):
     """One --prefill-token eval on an empty sequence (after the same prompt on another, which
     calibrates the format); prints its table and returns its kernels' durations."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
     from gaacrt import _core
     rng = np.random.default_rng(0)
     c = _core.Context(m._m, n_ctx=args.prefill + 64, n_seq_max=2, cache=cache, budget_bytes=0)
     prompt = [int(t) for t in rng.integers(3, min(m.n_vocab, 32000), args.prefill)]
     _core.Session(c).eval(prompt)
     s = _core.Session(c)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        t0 = time.perf_counter()
-        s.eval(prompt)
-        torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
+    prof, wall = traced(lambda: s.eval(prompt))
     return report(prof, 1, f"model {args.model}, cache {cache}: one {args.prefill}-token prefill, "
                            f"wall {wall * 1e3:.1f} ms ({args.prefill / wall:.0f} tok/s)", "per prefill", 0)
 
 
 def profile_decode(m, args, cache):
     """--tokens decode steps at --depth; prints their table and returns the kernels' durations."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
     from gaacrt import _core
     rng = np.random.default_rng(0)
-    n_vocab = m.n_vocab
+    top = min(m.n_vocab, 32000)
     c = _core.Context(m._m, n_ctx=max(args.depth, 64) + args.tokens + 64, n_seq_max=1, cache=cache, budget_bytes=0)
     s = _core.Session(c)
-    s.eval([int(t) for t in rng.integers(3, min(n_vocab, 32000), 64)])
+    s.eval([int(t) for t in rng.integers(3, top, 64)])
     if args.depth > 64:
         c._extend_for_bench(s, args.depth)
     for _ in range(4):  # warm-up (the graph is recorded here)
-        s.eval([int(rng.integers(3, min(n_vocab, 32000)))])
-    torch.cuda.synchronize()
-    toks = [int(t) for t in rng.integers(3, min(n_vocab, 32000), args.tokens)]
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        t0 = time.perf_counter()
-        for t in toks:
-            s.eval([t])
-        wall = time.perf_counter() - t0
+        s.eval([int(rng.integers(3, top))])
+    toks = [int(t) for t in rng.integers(3, top, args.tokens)]
+    prof, wall = traced(lambda: [s.eval([t]) for t in toks])
     n = args.tokens
     return report(prof, n, f"model {args.model}, cache {cache}, depth {args.depth}, graph {args.graph}: "
                            f"{n} tokens, wall {wall / n * 1e3:.3f} ms/token ({n / wall:.1f} tok/s)", "per token",
@@ -135,7 +132,7 @@ def side_by_side(aggs: dict, n: int, unit: str) -> list:
     return lines
 
 
-def report(prof, n: int, head: str, unit: str, layer_kernels: int) -> None:
+def report(prof, n: int, head: str, unit: str, layer_kernels: int) -> dict:
     """The kernel table of a profile of n steps (and one layer of the last step, in order); returns
     each kernel's launch durations."""
     import torch

@@ -294,11 +294,12 @@ __device__ __forceinline__ void raw_block_values(const uint16_t* vt, const float
 }
 
 // One warp, one M-tile (rows r0 .. r0+3), blocks b_first, b_first + b_step, ... below b_end of
-// an E8 cache: leaves this lane's state (parts and brackets not yet summed) in o, oz, m, l.
+// an E8 cache, with q_rows the (sequence, kv-head)'s rotated queries [16][kD] (global memory):
+// leaves this lane's state (parts and brackets not yet summed) in o, oz, m, l.
 template <int kD>
 __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                             int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
-                                            uint8_t* wbase, const uint32_t* tab, const float* qs, bool has_slots,
+                                            uint8_t* wbase, const uint32_t* tab, const float* q_rows, bool has_slots,
                                             float (&o)[kD / 16][4], float (&oz)[4], float& m, float& l) {
   using Geo = E8Geom<kD>;
   constexpr int kS = kE8Stages, kKs = Geo::kKs;
@@ -310,7 +311,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
 
   E8Query<kD> Q = {};
   if (has_slots)
-    e8_query<kD>(qs + (tr.valid ? tr.R : 0) * kD, tr.valid, st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr,
+    e8_query<kD>(q_rows + (tr.valid ? tr.R : 0) * kD, tr.valid, st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr,
                  1.f / st.alpha, Q);
 #pragma unroll
   for (int i = 0; i < kD / 16; ++i)

@@ -148,6 +148,28 @@ def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, 
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < (1.5e-2 if act == "q8" else 1e-3)
 
 
+@pytest.mark.parametrize("t,n_cols", [(T.Q4_0, 512), (T.Q8_0, 256), (T.Q6_K, 2048), (T.Q4_K, 1280), (T.Q5_1, 736),
+                                      (T.IQ4_XS, 512), (T.IQ4_NL, 224)], ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize("act", ["q8", "q16"])
+def test_cuda_int8_prefill_token_tiles_give_the_same_bits(cuda, t, n_cols, act, monkeypatch):
+    # matmul_q8mma.cu's thread block takes 64 tokens or 128 (GAACRT_CUDA_Q8MMA_TOKENS; each warp 32
+    # x 16 or 32 x 32 outputs): every output sums the same slices in the same order, so the same
+    # bits. 200 tokens: a full and a partial 128-token tile (64: three full, one partial); 133 rows
+    # a partial 64-row tile; the group-of-eight layout (Q4_0, Q8_0, Q6_K at whole groups) and the
+    # GGUF one, and a partial 256-column step (IQ4_NL at 224, Q5_1 at 736).
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", act)
+    rng = np.random.default_rng(n_cols + (1 if act == "q8" else 2))
+    raw = random_rows(t, 133, n_cols, rng)
+    x = rng.standard_normal((200, n_cols)).astype(np.float32)
+    x[3, :32] *= 1e-3
+    out = {}
+    for tile in ("64", "128"):
+        monkeypatch.setenv("GAACRT_CUDA_Q8MMA_TOKENS", tile)
+        out[tile] = cuda.matmul(raw, int(t), x)
+    assert np.isfinite(out["64"]).all() and np.abs(out["64"]).max() > 0
+    assert np.array_equal(out["64"].view(np.uint32), out["128"].view(np.uint32))
+
+
 @pytest.mark.parametrize("t,n_rows,n_cols", [(T.Q4_0, 301, 4096), (T.Q4_0, 64, 14336), (T.Q6_K, 300, 4352),
                                             (T.Q6_K, 257, 4096), (T.Q8_0, 299, 4096), (T.Q4_K, 130, 4096)],
                          ids=lambda v: getattr(v, "name", str(v)))

@@ -17,19 +17,30 @@
 // the CPU's integers, at int8 tensor-core speed, without the int8 rounding of x that moved the
 // lossy caches' logits (see matmul_mma.cuh).
 //
-// A thread block computes 64 weight rows x 64 tokens, 256 columns a step: its threads unpack the
-// rows' pieces into an int8 tile with their scales and copy the tokens' int8 values and scales,
-// all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 tokens) run one mma per 32-column
-// slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer results.
-// (Loading each step's weights a step ahead into registers was measured and removed: pp512 5,405
-// against 5,551 tok/s without, the registers it took costing more than the latency it hid.)
-// Every 32-column integer result is converted (the mma accumulates onto the 2^23 magic, one
-// subtraction instead of a quarter-rate I2F) and scaled in fp32. That scaling, not the mma, bounds
-// this kernel: on the H200 (Nsight Compute, one 4096 x 4096 q16 matmul of 512 tokens) about 80%
-// of the warp instructions, the int8 tensor pipe 15% busy; 331 µs per 8B-shape matmul with q16,
-// 301 with q8 (bench/results/cuda_h200.md). Q16 is the default prefill matmul (matmul_mma.cuh).
+// A thread block computes 64 weight rows x 64 (or 128) tokens, 256 columns a step: its threads
+// unpack the rows' pieces into an int8 tile with their scales and copy the tokens' int8 values and
+// scales, all in shared memory; then 8 warps (2 of 32 rows x 4 of 16 or 32 tokens) run one mma per
+// 32-column slice (two of 16 for Q6_K's 16-value scales) per 16 x 8 tile and scale the integer
+// results. (Loading each step's weights a step ahead into registers was measured and removed:
+// pp512 5,405 against 5,551 tok/s without, the registers it took costing more than the latency it
+// hid.) Every 32-column integer result is converted (the mma accumulates onto a magic float's
+// bits: one subtraction instead of a quarter-rate I2F, and Q16's two parts joined by one
+// addition) and scaled in fp32. That scaling, not the mma, bounds this kernel: on the H200 (Nsight
+// Compute, one 4096 x 4096 q16 matmul of 512 tokens) about 80% of the warp instructions, the int8
+// tensor pipe 15% busy; 331 µs per 8B-shape matmul with q16, 301 with q8
+// (bench/results/cuda_h200.md, before the counts below). Q16 is the default prefill matmul
+// (matmul_mma.cuh).
+//
+// SASS per warp and 256-column step, Q4_0 in the group-of-eight layout with q16 (cuobjdump, sm_90;
+// the seventh session, on the CPU machine): a slice 115 -> 102 instructions (its 16 outputs' four
+// float operations each, from seven: the magics above, and no per-slice moves of Q16's low-byte
+// magic), the step's loads and unpacking 362 -> 271 (each 16-byte weight run one store, a 16-column
+// slot's scale stored once instead of once per word, the tokens' places worked out once): 1,282 ->
+// 1,087 for 32 x 16 outputs. With 128 tokens (GAACRT_CUDA_Q8MMA_TOKENS=128) 1,870 for 32 x 32,
+// 935 per 32 x 16: the step's weights and the slices' A fragments serve twice the tokens.
 #include "matmul_q8mma.cuh"
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "block_traits.cuh"
@@ -43,7 +54,7 @@
 namespace gaacrt::cuda {
 namespace {
 
-constexpr int kRowsT = 64, kToksT = 64, kKc = 256, kThreads = 256;
+constexpr int kRowsT = 64, kKc = 256, kThreads = 256;
 
 // The activations as the kernel reads them, (n_tok, n_cols) each: Q8 int8 values in hi (lo
 // unused); Q16 the high bytes in hi and the low bytes in lo. Per 32 values the scale d and
@@ -57,8 +68,9 @@ struct XAct {
 constexpr int kRowB = kKc + 16;  // bytes per shared row: 16 spare bytes keep ldmatrix conflict-free
 constexpr int kSl = kKc / 32;    // 32-column slices per step
 
-// Shared memory of one thread block (kMin: the types with a min term; kQ16: two bytes per x).
-template <bool kMin, bool kQ16>
+// Shared memory of one thread block (kMin: the types with a min term; kQ16: two bytes per x;
+// kToksT tokens).
+template <bool kMin, bool kQ16, int kToksT>
 struct alignas(16) Tile {
   int8_t w[kRowsT][kRowB];   // weight rows' int8 values of this step's columns
   int8_t x[kToksT][kRowB];   // tokens' int8 values (Q16: their high bytes)
@@ -86,15 +98,25 @@ using attn::mma_s8u8_k16;
 // 1.5 · 2^23 + Σ, and one subtraction gives Σ (instead of a quarter-rate I2F, or an add and a
 // subtraction). |Σ of 32 products| <= 32 · 128 · 255 < 2^20.
 constexpr int kMagic = 0x4B400000;
-__device__ __forceinline__ float magic_to_f(int v) { return __int_as_float(v) - 12582912.f; }
+constexpr float kMagicF = 12582912.f;  // 1.5 · 2^23
+// Q16's high-byte sums start at the bits of 1.5 · 2^31 instead, where a float's unit in the last
+// place is 256: the bits + Σh read as 1.5 · 2^31 + 256 Σh, the scaling by 256 for free. One
+// subtraction of both magics (771 · 2^22, exact in fp32) leaves 256 Σh - 1.5 · 2^23, exact (a
+// multiple of 256 below 2^28), and adding the low-byte float 1.5 · 2^23 + Σl gives 256 Σh + Σl
+// rounded once: the bits of fmaf(Σh, 256, Σl), in two additions instead of three operations
+// (tests/test_cuda_prefill_magic.py checks the identity at the extremes).
+constexpr int kMagicHi = 0x4F400000;
+constexpr float kMagicHiF = 3221225472.f + kMagicF;  // 1.5 · 2^31 + 1.5 · 2^23
+static_assert(kMagicHiF == 771.f * 4194304.f, "both magics in one exact float");
 
-// One slice's integer sum as a float: Q8 its only part; Q16 256 h + l rounded once, as the CPU
-// converts its exact int32.
+// One slice's integer sum as a float: Q8 its only part (accumulated onto kMagic); Q16 256 h + l
+// rounded once, as the CPU converts its exact int32 (h onto kMagicHi, l onto kMagic).
 template <bool kQ16>
 __device__ __forceinline__ float slice_sum(int ch, int cl) {
-  if constexpr (kQ16) return fmaf(magic_to_f(ch), 256.f, magic_to_f(cl));
-  return magic_to_f(ch);
+  if constexpr (kQ16) return __fadd_rn(__fsub_rn(__int_as_float(ch), kMagicHiF), __int_as_float(cl));
+  return __fsub_rn(__int_as_float(ch), kMagicF);
 }
+constexpr int kMagicH(bool q16) { return q16 ? kMagicHi : kMagic; }  // the start of h's accumulators
 
 // x(n_tok, n_cols) -> Q16 in two byte planes, 8 lanes per 32 values, 4 each (one float4 load):
 // quantize_row_q16's arithmetic (amax, d = amax / 32767 from amax >= 1e-30, q = round-half-even(x ·
@@ -130,7 +152,15 @@ __global__ void quantize_q16_kernel(const float* __restrict__ x, int64_t n_block
   }
 }
 
-template <typename Block, int QK, bool kQ16>
+// Whether a piece's words lie at columns 0, 4, 8, ...
+template <typename P>
+constexpr bool contiguous_words() {
+  for (int j = 0; j < P::W; ++j)
+    if (P::off(j) != 4 * j) return false;
+  return true;
+}
+
+template <typename Block, int QK, bool kQ16, int kToksT>
 __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t* __restrict__ w, size_t row_stride,
                                                                 int64_t n_rows, int64_t n_cols, XAct a,
                                                                 float* __restrict__ y, const float* __restrict__ bias) {
@@ -140,15 +170,19 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
   constexpr bool k16 = std::is_same_v<typename StoredBlock<Block>::block, block_q6_k>;
   constexpr int L = P::kLanes, kBpc = kKc / QK;  // lanes per block, weight blocks per row in a step
   static_assert(kKc % QK == 0, "a step holds whole blocks");
+  // A piece of one lane and one group holds its whole block (column 0 on); with 4-column words at
+  // 0, 4, 8, ... it is stored in 16-byte runs.
+  constexpr bool kWholeBlockPiece = L == 1 && P::G == 1 && P::W * 4 == QK && contiguous_words<P>();
   pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
-  Tile<kMin, kQ16>& T = *reinterpret_cast<Tile<kMin, kQ16>*>(smem);
+  Tile<kMin, kQ16, kToksT>& T = *reinterpret_cast<Tile<kMin, kQ16, kToksT>*>(smem);
+  constexpr int kWarpToks = kToksT / 4, NT = kWarpToks / 8;  // a warp's tokens and its n-tiles of 8
   const int64_t row0 = (int64_t)blockIdx.x * kRowsT, tok0 = (int64_t)blockIdx.y * kToksT, n_tok = a.n_tok;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-  const int wr = warp & 1, wt = warp >> 1;  // this warp's rows 32 wr.., tokens 16 wt..
+  const int wr = warp & 1, wt = warp >> 1;  // this warp's rows 32 wr.., tokens kWarpToks wt..
   const int mi = lane >> 3, ri = lane & 7;  // ldmatrix: this lane's matrix and row
   const int64_t n_blocks = n_cols / QK, n_sub = n_cols / 32;
-  float acc[2][2][4] = {};  // [m-tile of 16 rows][n-tile of 8 tokens][fragment]
+  float acc[2][NT][4] = {};  // [m-tile of 16 rows][n-tile of 8 tokens][fragment]
 
   // Each step loads its weight pieces into registers, unpacks them into the tile, and copies x.
   constexpr int kWT = kRowsT * kBpc * L / kThreads;  // weight pieces a thread loads per step
@@ -157,14 +191,29 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
   static_assert(kWT * kThreads == kRowsT * kBpc * L && kXT * kThreads == kToksT * (kKc / 16) &&
                 kST * kThreads == kToksT * kSl, "whole tasks per thread");
   typename P::Raw w_raw[kWT];
-  // Task i of this thread: weight piece t = threadIdx.x + i * kThreads is (row r, block bi, piece k).
+  // Task i of this thread: weight piece t = threadIdx.x + i * kThreads is (row r, block bi, piece
+  // k); x chunk t of 16 bytes is (token tk, column c); x scale t is (token tk, slice sl). Only the
+  // row or token moves with i, only the columns from step to step: the rows' pointers are worked
+  // out once (null past the end), and x's places as the block's start (the same for all threads)
+  // plus a 32-bit offset within the block's tokens (the launcher keeps n_cols below 2^24).
+  const uint8_t* w_row[kWT];
+#pragma unroll
+  for (int i = 0; i < kWT; ++i) {
+    const int64_t row = row0 + (threadIdx.x + i * kThreads) / (kBpc * L);
+    w_row[i] = row < n_rows ? w + row * row_stride : nullptr;
+  }
+  const int toks_here = (int)(n_tok - tok0 < kToksT ? n_tok - tok0 : kToksT);  // tokens of this block
+  const int8_t* const xh = a.hi + tok0 * n_cols;
+  const uint8_t* const xl = kQ16 ? a.lo + tok0 * n_cols : nullptr;
+  const float* const xd = a.d + tok0 * n_sub;
+  const float* const xs = kMin ? a.s + tok0 * n_sub : nullptr;
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int i = 0; i < kWT; ++i) {  // past the matrix a zero piece (scale 0, min 0)
-      const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
-      const int64_t row = row0 + r, b = c0 / QK + bi;
+      const int t = threadIdx.x + i * kThreads, bi = (t / L) % kBpc, k = t % L;
+      const int64_t b = c0 / QK + bi;
       w_raw[i] = typename P::Raw{};
-      if (row < n_rows && b < n_blocks) w_raw[i] = piece_load<Block>(w + row * row_stride, b, k);
+      if (w_row[i] && b < n_blocks) w_raw[i] = piece_load<Block>(w_row[i], b, k);
     }
   };
   auto store_step = [&](int64_t c0) {
@@ -173,22 +222,36 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
       const int t = threadIdx.x + i * kThreads, r = t / (kBpc * L), bi = (t / L) % kBpc, k = t % L;
       const PieceVals<P::G, P::W> v = P::unpack(w_raw[i], k);
 #pragma unroll
-      for (int gi = 0; gi < P::G; ++gi)
+      for (int gi = 0; gi < P::G; ++gi) {
+        // The words first (a single-lane piece's 4-word runs as one 16-byte store), then the
+        // scales: every word of a 16-column slot carries the same one, so the word at the slot's
+        // start writes it.
+        if constexpr (kWholeBlockPiece) {
+#pragma unroll
+          for (int j = 0; j < P::W; j += 4)
+            *reinterpret_cast<uint4*>(&T.w[r][bi * QK + P::off(j)]) =
+                make_uint4(v.w[gi][j], v.w[gi][j + 1], v.w[gi][j + 2], v.w[gi][j + 3]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < P::W; ++j)
+            *reinterpret_cast<uint32_t*>(&T.w[r][bi * QK + v.col[gi] + P::off(j)]) = v.w[gi][j];
+        }
 #pragma unroll
         for (int j = 0; j < P::W; ++j) {
           const int c = bi * QK + v.col[gi] + P::off(j);
-          *reinterpret_cast<uint32_t*>(&T.w[r][c]) = v.w[gi][j];
-          T.dw[r][c / 16] = v.d[gi];  // every word of a 16-column slot carries the same scale
+          if (c % 16 == 0) T.dw[r][c / 16] = v.d[gi];
           if constexpr (kMin) T.mw4[r][c / 4] = j == 0 ? v.m[gi] : 0.f;
         }
+      }
     }
 #pragma unroll
     for (int i = 0; i < kXT; ++i) {  // past the end zeros (scale 0)
       const int t = threadIdx.x + i * kThreads, tk = t / (kKc / 16), c = (t % (kKc / 16)) * 16;
+      const int32_t at = tk * (int32_t)n_cols + c;
       int4 h = make_int4(0, 0, 0, 0), l = make_int4(0, 0, 0, 0);
-      if (tok0 + tk < n_tok && c0 + c < n_cols) {  // n_cols is a multiple of 32: whole chunks
-        h = *reinterpret_cast<const int4*>(a.hi + (tok0 + tk) * n_cols + c0 + c);
-        if constexpr (kQ16) l = *reinterpret_cast<const int4*>(a.lo + (tok0 + tk) * n_cols + c0 + c);
+      if (tk < toks_here && c0 + c < n_cols) {  // n_cols is a multiple of 32: whole chunks
+        h = *reinterpret_cast<const int4*>(xh + c0 + at);
+        if constexpr (kQ16) l = *reinterpret_cast<const int4*>(xl + c0 + at);
       }
       *reinterpret_cast<int4*>(&T.x[tk][c]) = h;
       if constexpr (kQ16) *reinterpret_cast<int4*>(&T.xl[tk][c]) = l;
@@ -196,10 +259,10 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
 #pragma unroll
     for (int i = 0; i < kST; ++i) {
       const int t = threadIdx.x + i * kThreads, tk = t / kSl, sl = t % kSl;
-      const int64_t b = c0 / 32 + sl;
-      const bool in = tok0 + tk < n_tok && b < n_sub;
-      T.dx[tk][sl] = in ? a.d[(tok0 + tk) * n_sub + b] : 0.f;
-      if constexpr (kMin) T.sx[tk][sl] = in ? a.s[(tok0 + tk) * n_sub + b] : 0.f;
+      const int32_t at = tk * (int32_t)n_sub + sl;
+      const bool in = tk < toks_here && c0 / 32 + sl < n_sub;
+      T.dx[tk][sl] = in ? xd[c0 / 32 + at] : 0.f;
+      if constexpr (kMin) T.sx[tk][sl] = in ? xs[c0 / 32 + at] : 0.f;
     }
   };
 
@@ -220,17 +283,21 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
 #pragma unroll 1
     for (int s = 0; s < kSl; ++s) {
       const int kk = 32 * s;
-      uint32_t af[2][4], bf[4], bl[4];
+      uint32_t af[2][4], bf[NT / 2][4], bl[NT / 2][4];  // B: [pair of n-tiles][n-tile, k half]
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) attn::ldmatrix_x4(af[mt], &T.w[32 * wr + 16 * mt + 8 * (mi & 1) + ri][kk + 16 * (mi >> 1)]);
-      attn::ldmatrix_x4(bf, &T.x[16 * wt + 8 * (mi >> 1) + ri][kk + 16 * (mi & 1)]);
-      if constexpr (kQ16) attn::ldmatrix_x4(bl, &T.xl[16 * wt + 8 * (mi >> 1) + ri][kk + 16 * (mi & 1)]);
-      float sxv[2][2], dxv[2][2];  // [n-tile][token 2 tig + j]
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int np = 0; np < NT / 2; ++np) {
+        const int tk = kWarpToks * wt + 16 * np + 8 * (mi >> 1) + ri;
+        attn::ldmatrix_x4(bf[np], &T.x[tk][kk + 16 * (mi & 1)]);
+        if constexpr (kQ16) attn::ldmatrix_x4(bl[np], &T.xl[tk][kk + 16 * (mi & 1)]);
+      }
+      float sxv[NT][2], dxv[NT][2];  // [n-tile][token 2 tig + j]
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const int tk = 16 * wt + 8 * nt + 2 * tig + j;
+          const int tk = kWarpToks * wt + 8 * nt + 2 * tig + j;
           dxv[nt][j] = T.dx[tk][s];
           sxv[nt][j] = kMin ? T.sx[tk][s] : 0.f;
         }
@@ -245,20 +312,23 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
           mwv[h] = kMin ? T.mw[r][s] : 0.f;
         }
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint32_t* b = bf[nt / 2] + 2 * (nt % 2);  // this n-tile's k halves
+          const uint32_t* bq = bl[nt / 2] + 2 * (nt % 2);
           // c0: columns 0-31 (k16: 0-15, c1: 16-31); l0 / l1: Q16's low-byte parts.
-          int c0i[4] = {kMagic, kMagic, kMagic, kMagic}, c1i[4] = {kMagic, kMagic, kMagic, kMagic};
+          constexpr int mh = kMagicH(kQ16);
+          int c0i[4] = {mh, mh, mh, mh}, c1i[4] = {mh, mh, mh, mh};
           int l0i[4] = {kMagic, kMagic, kMagic, kMagic}, l1i[4] = {kMagic, kMagic, kMagic, kMagic};
           if constexpr (k16) {
-            mma_s8_k16(c0i, af[mt][0], af[mt][1], bf[2 * nt]);
-            mma_s8_k16(c1i, af[mt][2], af[mt][3], bf[2 * nt + 1]);
+            mma_s8_k16(c0i, af[mt][0], af[mt][1], b[0]);
+            mma_s8_k16(c1i, af[mt][2], af[mt][3], b[1]);
             if constexpr (kQ16) {
-              mma_s8u8_k16(l0i, af[mt][0], af[mt][1], bl[2 * nt]);
-              mma_s8u8_k16(l1i, af[mt][2], af[mt][3], bl[2 * nt + 1]);
+              mma_s8u8_k16(l0i, af[mt][0], af[mt][1], bq[0]);
+              mma_s8u8_k16(l1i, af[mt][2], af[mt][3], bq[1]);
             }
           } else {
-            mma_s8_k32(c0i, af[mt], bf[2 * nt], bf[2 * nt + 1]);
-            if constexpr (kQ16) mma_s8u8_k32(l0i, af[mt], bl[2 * nt], bl[2 * nt + 1]);
+            mma_s8_k32(c0i, af[mt], b[0], b[1]);
+            if constexpr (kQ16) mma_s8u8_k32(l0i, af[mt], bq[0], bq[1]);
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {  // fragment e: row g + 8 (e / 2), token 2 tig + e % 2
@@ -277,19 +347,19 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t row = row0 + 32 * wr + 16 * mt + g + 8 * (e >> 1);
-        const int64_t tok = tok0 + 16 * wt + 8 * nt + 2 * tig + (e & 1);
+        const int64_t tok = tok0 + kWarpToks * wt + 8 * nt + 2 * tig + (e & 1);
         if (row < n_rows && tok < n_tok) y[tok * n_rows + row] = bias ? acc[mt][nt][e] + bias[row] : acc[mt][nt][e];
       }
 }
 
-template <typename Block, int QK, bool kQ16>
+template <typename Block, int QK, bool kQ16, int kToksT>
 void launch(const WeightView& w, const XAct& a, float* y, const float* bias, cudaStream_t stream) {
-  constexpr auto kernel = matmul_q8mma_kernel<Block, QK, kQ16>;
-  constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin, kQ16>);
+  constexpr auto kernel = matmul_q8mma_kernel<Block, QK, kQ16, kToksT>;
+  constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin, kQ16, kToksT>);
   allow_dynamic_smem<kernel>(smem);
   const dim3 grid((unsigned)((w.n_rows + kRowsT - 1) / kRowsT), (unsigned)((a.n_tok + kToksT - 1) / kToksT));
   launch_kernel(kernel, grid, kThreads, smem, stream, static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows,
@@ -298,13 +368,18 @@ void launch(const WeightView& w, const XAct& a, float* y, const float* bias, cud
 
 }  // namespace
 
+int matmul_q8mma_token_tile() {
+  const char* e = std::getenv("GAACRT_CUDA_Q8MMA_TOKENS");
+  return e && std::atoi(e) == 128 ? 128 : 64;
+}
+
 size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
   return (size_t)(q16 ? 2 : 1) * n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
 }
 
 bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, bool q16,
                   void* scratch, cudaStream_t stream) {
-  if (w.n_cols % 32 != 0 || n_tok > 65535LL * kToksT || !matvec_q8_supported(w.type)) return false;
+  if (w.n_cols % 32 != 0 || w.n_cols >= (1 << 24) || n_tok > 65535LL * 64 || !matvec_q8_supported(w.type)) return false;
   if (q16 && reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;  // quantize_q16_kernel reads float4
   check_q8_alignment(w, "matmul_q8mma");
   XAct a{};
@@ -322,10 +397,16 @@ bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream, false);
     a = XAct{q.q, nullptr, q.d, q.s, n_tok};
   }
+  const bool wide = matmul_q8mma_token_tile() == 128;
   return dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
-    if (q16) launch<typename BT::block, BT::qk, true>(w, a, y, bias, stream);
-    else launch<typename BT::block, BT::qk, false>(w, a, y, bias, stream);
+    if (q16) {
+      if (wide) launch<typename BT::block, BT::qk, true, 128>(w, a, y, bias, stream);
+      else launch<typename BT::block, BT::qk, true, 64>(w, a, y, bias, stream);
+    } else {
+      if (wide) launch<typename BT::block, BT::qk, false, 128>(w, a, y, bias, stream);
+      else launch<typename BT::block, BT::qk, false, 64>(w, a, y, bias, stream);
+    }
   });
 }
 

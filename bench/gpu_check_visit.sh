@@ -14,8 +14,9 @@
 #            32768 --tokens 16", or "--cache bf16,gaac,e8 --prefill 512" for the caches side by side)
 #   e2e      bench/cuda_e2e.py: pp512 and tg128 at depth 0 (E2E_ARGS adds arguments)
 #   small    bench/cuda_decode.py, SmolLM2's shape
-#   prefill  pp512 with each prefill matmul (PREFILL_PATHS, default bf16 q8
-#            q16) and the kernels of one 512-token prefill, PDL off (not a default stage)
+#   prefill  pp512 with each prefill matmul (PREFILL_PATHS, default bf16 q8 q16 q16:128; ":128"
+#            sets GAACRT_CUDA_Q8MMA_TOKENS) and the kernels of one 512-token prefill, PDL off (not a
+#            default stage)
 #   ncu      Nsight Compute on NCU_COUNT launches of the kernels matching NCU_REGEX after NCU_SKIP
 #            of them, two decode tokens, PDL off (not a default stage)
 #   sass     where one launch's instructions and stall samples fall in its SASS: Nsight Compute
@@ -75,12 +76,14 @@ if has small; then
   timeout 200 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -12
 fi
 if has prefill; then
-  for M in ${PREFILL_PATHS:-bf16 q8 q16}; do
-    stage "prefill matmul $M: pp512"
-    GAACRT_CUDA_MMA_MATMUL=$M timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --kv-budget-gib 0 \
-      --n-gen 8 2>&1 | grep -E "^pp512"
-    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_PDL=0 timeout 120 "$PY" bench/cuda_kernel_profile.py "$MODEL" --prefill 512 2>&1 |
-      grep -E "^model|^\| \`" | head -7
+  for PP in ${PREFILL_PATHS:-bf16 q8 q16 q16:128}; do
+    M=${PP%%:*} TOK=64
+    [[ $PP == *:* ]] && TOK=${PP#*:}  # q16:128 -> the int8 kernel's 128-token thread blocks
+    stage "prefill matmul $M, $TOK-token tiles: pp512"
+    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_Q8MMA_TOKENS=$TOK timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 \
+      --depths 0 --kv-budget-gib 0 --n-gen 8 2>&1 | grep -E "^pp512"
+    GAACRT_CUDA_MMA_MATMUL=$M GAACRT_CUDA_Q8MMA_TOKENS=$TOK GAACRT_CUDA_PDL=0 timeout 120 "$PY" bench/cuda_kernel_profile.py \
+      "$MODEL" --prefill 512 2>&1 | grep -E "^model|^\| \`" | head -7
   done
 fi
 if has ncu; then

@@ -16,18 +16,6 @@
 
 namespace gaacrt::cuda {
 
-namespace {
-
-int max_dynamic_smem(int device) {
-  static int cached[64] = {};
-  if (device >= 0 && device < 64 && cached[device]) return cached[device];
-  int v = 0;
-  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (device >= 0 && device < 64) cached[device] = v;
-  return v;
-}
-}  // namespace
-
 void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
                             const float* q, float* out) {
   if (n_seqs <= 0) return;

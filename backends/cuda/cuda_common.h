@@ -77,6 +77,16 @@ inline void launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   GAACRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
+// The most dynamic shared memory a thread block of `device` may opt in to (cached per device).
+inline int max_dynamic_smem(int device) {
+  static int cached[64] = {};
+  if (device >= 0 && device < 64 && cached[device]) return cached[device];
+  int v = 0;
+  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (device >= 0 && device < 64) cached[device] = v;
+  return v;
+}
+
 // Lets Kernel use `bytes` of dynamic shared memory (above the default 48 KB takes an opt-in),
 // once per device: a kernel whose need is fixed.
 template <auto Kernel>

@@ -397,9 +397,15 @@ bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream, false);
     a = XAct{q.q, nullptr, q.d, q.s, n_tok};
   }
-  const bool wide = matmul_q8mma_token_tile() == 128;
+  const bool wide_asked = matmul_q8mma_token_tile() == 128;
+  int device = 0;
+  GAACRT_CUDA_CHECK(cudaGetDevice(&device));
   return dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
+    // 128 tokens where the device lets a thread block have the tile (up to 117 KiB; sm_86/89
+    // allow 99): else 64.
+    const bool wide = wide_asked && sizeof(Tile<Piece<typename BT::block>::kMin, true, 128>) <=
+                                        (size_t)max_dynamic_smem(device);
     if (q16) {
       if (wide) launch<typename BT::block, BT::qk, true, 128>(w, a, y, bias, stream);
       else launch<typename BT::block, BT::qk, true, 64>(w, a, y, bias, stream);

@@ -5,7 +5,8 @@ promise the model's forward relies on (a fused step and an unfused one give the 
 Runs on the CPU backend everywhere and on the CUDA backend where a GPU is usable (skipped with the
 reason elsewhere). Shapes cover both CUDA decode paths: x of at most 2,048 values takes the
 one-launch matvec (x quantized in every block), larger x is quantized once and the matvec adds
-into y itself; 9 tokens take the prefill matmul. The norms: rows of at most 1,024 values are
+into y itself; 9 and 130 tokens take the prefill matmul (on CUDA each fused op one launch of it,
+the composition a launch per matmul). The norms: rows of at most 1,024 values are
 normed and quantized inside the matvec's launch (every thread block; matvec_q8.cu NormX), longer
 ones (1,280, 3,072) in a launch of their own.
 """
@@ -79,6 +80,36 @@ def test_matmul_add_fused_is_the_composition_bit_for_bit(backend, t, n_tok, n_co
     ref = _core.op_matmul_add(backend, raw, int(t), x, y, fused=False)
     same_bits(out, ref)
     assert not np.array_equal(out, y)  # the product was added
+
+
+@pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("tile", ["64", "128"])
+def test_prefill_sized_fused_ops_are_the_composition_bit_for_bit(backend, t, tile, monkeypatch):
+    # Prefill sizes: on CUDA each fused op is one launch of the int8 tensor-core matmul
+    # (matmul_q8mma.cu's MmaGroup: Q/K/V read with one x, gate and up in the same thread blocks
+    # with the activation in the epilogue, the residual added in the epilogue), with 64- or
+    # 128-token thread blocks (GAACRT_CUDA_Q8MMA_TOKENS); the composition runs a launch per
+    # matmul, then act_mul / add. 130 tokens: a partial token tile; 37/45/41 rows: partial row
+    # tiles; 1,280 columns: a partial 256-column step for the 32-value types.
+    monkeypatch.setenv("GAACRT_CUDA_Q8MMA_TOKENS", tile)
+    n_tok, dim = 130, 1280
+    rng, x, norm_w = case(t, n_tok, dim, int(t) * 1000 + int(tile))
+    ws = [(random_rows(t, r, dim, rng), int(t)) for r in (37, 16, 16)]
+    ys, xn = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=True)
+    ys_ref, xn_ref = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=False)
+    same_bits(xn, xn_ref)
+    for y, y_ref in zip(ys, ys_ref):
+        same_bits(y, y_ref)
+    gate, up = (random_rows(t, 45, dim, rng), int(t)), (random_rows(t, 45, dim, rng), int(t))
+    for act in (0, 1):
+        h = _core.op_norm_gate_up(backend, x, norm_w, 1e-6, gate, up, act, fused=True)
+        same_bits(h, _core.op_norm_gate_up(backend, x, norm_w, 1e-6, gate, up, act, fused=False))
+        assert np.abs(h).max() > 0
+    raw = random_rows(t, 41, dim, rng)
+    y = rng.standard_normal((n_tok, 41)).astype(np.float32)
+    out = _core.op_matmul_add(backend, raw, int(t), x, y, fused=True)
+    same_bits(out, _core.op_matmul_add(backend, raw, int(t), x, y, fused=False))
+    assert not np.array_equal(out, y)
 
 
 def test_fused_ops_refuse_mismatched_shapes(cpu):

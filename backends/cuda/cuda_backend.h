@@ -8,6 +8,8 @@
 
 namespace gaacrt::cuda {
 
+struct MmaGroup;  // matmul_q8mma.cuh
+
 // Kernels cannot throw: a kernel that finds bad data (a corrupt compressed KV tile) records it
 // here, in host-mapped memory, and the backend raises at the next synchronize/download, when the
 // stream has caught up. No extra synchronization is added to the decode step for it.
@@ -80,6 +82,14 @@ class CudaBackend final : public Backend {
   // activations). Growing it bumps epoch_ (recorded graphs hold its address); while recording it
   // cannot grow (that would synchronize) and throws instead.
   void* scratch(size_t bytes);
+  // Prefill-sized products of up to three weights read with one x on the int8 tensor cores in
+  // one launch (matmul_q8mma.cuh's MmaGroup: Q/K/V, gate/up with the activation, the residual
+  // add); false (nothing launched) where that kernel is not the prefill path for these weights.
+  bool prefill_group(const MmaGroup& g, const float* x, int64_t n_tok);
+  // The norm of x, then prefill_group on it (or, where that declines, the composition's own
+  // steps); false, with nothing done, for decode sizes or a weight whose width is not dim.
+  bool norm_prefill_group(const float* x, const float* norm_w, float eps, int64_t n_tok, int64_t dim,
+                          const MmaGroup& g, float* xn);
   // Throws while recording: `what` would synchronize or reallocate.
   void no_capture(const char* what) const;
 

@@ -2,6 +2,7 @@
 // formulas as backends/cpu/elementwise.cpp (accurate expf/tanhf; the build has no fast math).
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "kernels/activation.cuh"
 
 namespace gaacrt::cuda {
 namespace {
@@ -18,15 +19,8 @@ __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, i
 template <int kAct>
 __global__ void act_mul_kernel(const float* g, const float* __restrict__ u, int64_t n, float* h) {
   pdl_begin();
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float x = g[i];
-    if (kAct == 0) {
-      h[i] = x / (1.f + expf(-x)) * u[i];
-    } else {
-      constexpr float kSqrt2OverPi = 0.79788456080286535588f;  // ggml's tanh-approximated GELU
-      h[i] = 0.5f * x * (1.f + tanhf(kSqrt2OverPi * x * (1.f + 0.044715f * x * x))) * u[i];
-    }
-  }
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    h[i] = act_gate<kAct>(g[i], u[i]);
 }
 
 __global__ void softcap_kernel(float* __restrict__ x, int64_t n, float cap) {

@@ -72,6 +72,18 @@ __global__ void matmul_float_kernel(const uint8_t* __restrict__ w, size_t row_st
 
 }  // namespace
 
+bool CudaBackend::prefill_group(const MmaGroup& g, const float* x, int64_t n_tok) {
+  const PrefillMatmul path = prefill_matmul(q16_);
+  const bool q16 = path == PrefillMatmul::Q16;
+  if ((path != PrefillMatmul::Q8 && !q16) || n_tok <= kMatvecQ8MaxTokens || n_tok > 65535 || g.n < 1) return false;
+  for (int i = 0; i < g.n; ++i)
+    if (g.w[i].n_cols % 32 != 0 || !matvec_q8_supported(g.w[i].type)) return false;
+  if (!matmul_q8mma_group(g, x, n_tok, q16, scratch(matmul_q8mma_scratch_bytes(n_tok, g.w[0].n_cols, q16)), stream_))
+    return false;
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
 void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias) {
   const TypeTraits* tr = type_traits(w.type);
   if (!tr || !tr->supported)
@@ -84,13 +96,10 @@ void CudaBackend::matmul(const WeightView& w, const float* x, int64_t n_tok, flo
     matvec_q8(w, x, n_tok, y, bias, scratch(matvec_q8_scratch_bytes(n_tok, w.n_cols)), stream_, q16_);
     return;
   }
-  const PrefillMatmul path = prefill_matmul(q16_);  // tensor cores: int8 (matmul_q8mma.cu) or bf16 (matmul_mma.cu)
-  const bool q16 = path == PrefillMatmul::Q16;
-  if ((path == PrefillMatmul::Q8 || q16) && w.n_cols % 32 == 0 && matvec_q8_supported(w.type) &&
-      matmul_q8mma(w, x, n_tok, y, bias, q16, scratch(matmul_q8mma_scratch_bytes(n_tok, w.n_cols, q16)), stream_)) {
-    GAACRT_CUDA_CHECK(cudaGetLastError());
-    return;
-  }
+  float* const ys[1] = {y};
+  const float* const bs[1] = {bias};
+  if (prefill_group(MmaGroup{&w, 1, ys, bs}, x, n_tok)) return;
+  const PrefillMatmul path = prefill_matmul(q16_);  // tensor cores: int8 (above) or bf16 (matmul_mma.cu)
   if (path != PrefillMatmul::Reference && matmul_mma(w, x, n_tok, y, bias, stream_)) {
     GAACRT_CUDA_CHECK(cudaGetLastError());
     return;

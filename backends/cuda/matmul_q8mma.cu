@@ -46,6 +46,7 @@
 #include "block_traits.cuh"
 #include "cuda_backend.h"
 #include "cuda_common.h"
+#include "kernels/activation.cuh"
 #include "kernels/attention_ptx.cuh"
 #include "kernels/matvec_pieces.cuh"
 #include "kernels/quantize_act.cuh"
@@ -160,10 +161,25 @@ constexpr bool contiguous_words() {
   return true;
 }
 
+// Up to three weights of one type and width read with one x in one launch (MmaGroup): job j's
+// row tiles are blockIdx.x in [tile_end of j - 1, tile_end of j). GateAct: jobs 0 and 1 are gate
+// and up, and a thread block's 64 rows are 32 of gate and the same 32 of up.
+struct Job {
+  const uint8_t* w;
+  size_t row_stride;
+  int64_t n_rows;
+  float* y;
+  const float* bias;
+  int32_t tile_end;
+};
+struct Jobs {
+  Job j[kMaxMmaJobs];
+  MmaEpilogue ep;
+  int32_t act;  // GateAct: Activation::SiLU or GeluTanh
+};
+
 template <typename Block, int QK, bool kQ16, int kToksT>
-__global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t* __restrict__ w, size_t row_stride,
-                                                                int64_t n_rows, int64_t n_cols, XAct a,
-                                                                float* __restrict__ y, const float* __restrict__ bias) {
+__global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, int64_t n_cols, XAct a) {
   using P = Piece<Block>;
   constexpr bool kMin = P::kMin;
   // Q6_K's scale changes every 16 columns: two k16 mma per slice instead of one k32.
@@ -177,7 +193,15 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
   extern __shared__ __align__(16) uint8_t smem[];
   Tile<kMin, kQ16, kToksT>& T = *reinterpret_cast<Tile<kMin, kQ16, kToksT>*>(smem);
   constexpr int kWarpToks = kToksT / 4, NT = kWarpToks / 8;  // a warp's tokens and its n-tiles of 8
-  const int64_t row0 = (int64_t)blockIdx.x * kRowsT, tok0 = (int64_t)blockIdx.y * kToksT, n_tok = a.n_tok;
+  // This block's job (selected field by field: an index into the parameters would copy them to
+  // local memory) and first row; GateAct's tiles are 32 rows of each of its two weights.
+  const bool gate = jobs.ep == MmaEpilogue::GateAct;
+  const int jb = (int)blockIdx.x < jobs.j[0].tile_end ? 0 : ((int)blockIdx.x < jobs.j[1].tile_end ? 1 : 2);
+  const Job J = jb == 0 ? jobs.j[0] : (jb == 1 ? jobs.j[1] : jobs.j[2]);
+  const int64_t n_rows = J.n_rows;
+  const int64_t row0 = (int64_t)((int)blockIdx.x - (jb == 0 ? 0 : (jb == 1 ? jobs.j[0].tile_end : jobs.j[1].tile_end))) *
+                       (gate ? kRowsT / 2 : kRowsT);
+  const int64_t tok0 = (int64_t)blockIdx.y * kToksT, n_tok = a.n_tok;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   const int wr = warp & 1, wt = warp >> 1;  // this warp's rows 32 wr.., tokens kWarpToks wt..
   const int mi = lane >> 3, ri = lane & 7;  // ldmatrix: this lane's matrix and row
@@ -199,8 +223,10 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
   const uint8_t* w_row[kWT];
 #pragma unroll
   for (int i = 0; i < kWT; ++i) {
-    const int64_t row = row0 + (threadIdx.x + i * kThreads) / (kBpc * L);
-    w_row[i] = row < n_rows ? w + row * row_stride : nullptr;
+    const int r = (threadIdx.x + i * kThreads) / (kBpc * L);
+    const bool up = gate && r >= kRowsT / 2;  // GateAct: the tile's second half is up's rows
+    const int64_t row = row0 + (up ? r - kRowsT / 2 : r);
+    w_row[i] = row < n_rows ? (up ? jobs.j[1].w + row * jobs.j[1].row_stride : J.w + row * J.row_stride) : nullptr;
   }
   const int toks_here = (int)(n_tok - tok0 < kToksT ? n_tok - tok0 : kToksT);  // tokens of this block
   const int8_t* const xh = a.hi + tok0 * n_cols;
@@ -344,6 +370,30 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
     __syncthreads();
   }
   // C: lane holds rows g and g + 8 of each m-tile, tokens 2 tig and 2 tig + 1 of each n-tile.
+  if (gate) {
+    // The up warps (wr = 1) hand their sums through shared memory (the tile is free: the loop
+    // ended on a barrier) to the gate warps holding the same rows and tokens, which write
+    // act(gate) · up: elementwise.cu's act_mul on the two results, in one launch.
+    float* ex = reinterpret_cast<float*>(smem) + (size_t)wt * (2 * NT * 4 * kWarpSize) + lane;
+    if (wr == 1)
+#pragma unroll
+      for (int i = 0; i < 2 * NT * 4; ++i) ex[i * kWarpSize] = (&acc[0][0][0])[i];
+    __syncthreads();
+    if (wr == 1) return;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t row = row0 + 16 * mt + g + 8 * (e >> 1);
+          const int64_t tok = tok0 + kWarpToks * wt + 8 * nt + 2 * tig + (e & 1);
+          const float u = ex[((mt * NT + nt) * 4 + e) * kWarpSize];
+          if (row < n_rows && tok < n_tok)
+            J.y[tok * n_rows + row] = jobs.act == 0 ? act_gate<0>(acc[mt][nt][e], u) : act_gate<1>(acc[mt][nt][e], u);
+        }
+    return;
+  }
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -352,18 +402,21 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(const uint8_t
       for (int e = 0; e < 4; ++e) {
         const int64_t row = row0 + 32 * wr + 16 * mt + g + 8 * (e >> 1);
         const int64_t tok = tok0 + kWarpToks * wt + 8 * nt + 2 * tig + (e & 1);
-        if (row < n_rows && tok < n_tok) y[tok * n_rows + row] = bias ? acc[mt][nt][e] + bias[row] : acc[mt][nt][e];
+        if (row >= n_rows || tok >= n_tok) continue;
+        const float v = J.bias ? acc[mt][nt][e] + J.bias[row] : acc[mt][nt][e];
+        float* out = J.y + tok * n_rows + row;
+        *out = jobs.ep == MmaEpilogue::Add ? *out + v : v;  // Add: the matmul_add's residual, y + (x · wᵀ)
       }
 }
 
 template <typename Block, int QK, bool kQ16, int kToksT>
-void launch(const WeightView& w, const XAct& a, float* y, const float* bias, cudaStream_t stream) {
+void launch(const Jobs& jobs, int n_jobs, int64_t n_cols, const XAct& a, cudaStream_t stream) {
   constexpr auto kernel = matmul_q8mma_kernel<Block, QK, kQ16, kToksT>;
   constexpr size_t smem = sizeof(Tile<Piece<Block>::kMin, kQ16, kToksT>);
+  static_assert(smem >= sizeof(float) * kThreads / 2 * 2 * (kToksT / 32) * 4, "GateAct's exchange fits the tile");
   allow_dynamic_smem<kernel>(smem);
-  const dim3 grid((unsigned)((w.n_rows + kRowsT - 1) / kRowsT), (unsigned)((a.n_tok + kToksT - 1) / kToksT));
-  launch_kernel(kernel, grid, kThreads, smem, stream, static_cast<const uint8_t*>(w.data), w.row_stride, w.n_rows,
-                w.n_cols, a, y, bias);
+  const dim3 grid((unsigned)jobs.j[n_jobs - 1].tile_end, (unsigned)((a.n_tok + kToksT - 1) / kToksT));
+  launch_kernel(kernel, grid, kThreads, smem, stream, jobs, n_cols, a);
 }
 
 }  // namespace
@@ -377,11 +430,35 @@ size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
   return (size_t)(q16 ? 2 : 1) * n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
 }
 
-bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, bool q16,
-                  void* scratch, cudaStream_t stream) {
+bool matmul_q8mma_group(const MmaGroup& grp, const float* x, int64_t n_tok, bool q16, void* scratch,
+                        cudaStream_t stream) {
+  if (grp.n < 1 || grp.n > kMaxMmaJobs || (grp.ep == MmaEpilogue::GateAct && grp.n != 2)) return false;
+  const WeightView& w = grp.w[0];
+  for (int i = 0; i < grp.n; ++i) {
+    const WeightView& wi = grp.w[i];
+    if (wi.type != w.type || wi.n_cols != w.n_cols || wi.n_rows <= 0) return false;
+    if (grp.ep == MmaEpilogue::GateAct && (wi.n_rows != w.n_rows || (grp.bias && grp.bias[i]))) return false;
+  }
   if (w.n_cols % 32 != 0 || w.n_cols >= (1 << 24) || n_tok > 65535LL * 64 || !matvec_q8_supported(w.type)) return false;
   if (q16 && reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;  // quantize_q16_kernel reads float4
-  check_q8_alignment(w, "matmul_q8mma");
+  for (int i = 0; i < grp.n; ++i) check_q8_alignment(grp.w[i], "matmul_q8mma");
+  Jobs jobs{};
+  jobs.ep = grp.ep;
+  jobs.act = (int32_t)grp.act;
+  const int rows_per_tile = grp.ep == MmaEpilogue::GateAct ? kRowsT / 2 : kRowsT;
+  int64_t tiles = 0;
+  for (int i = 0; i < kMaxMmaJobs; ++i) {
+    if (i < grp.n) {
+      const WeightView& wi = grp.w[i];
+      // GateAct: up's rows ride in gate's tiles, its job adds none.
+      if (!(grp.ep == MmaEpilogue::GateAct && i == 1)) tiles += (wi.n_rows + rows_per_tile - 1) / rows_per_tile;
+      jobs.j[i] = Job{static_cast<const uint8_t*>(wi.data), wi.row_stride, wi.n_rows, grp.y[i],
+                      grp.bias ? grp.bias[i] : nullptr, (int32_t)tiles};
+    } else {
+      jobs.j[i] = jobs.j[i - 1];  // past the last job: its copy (never selected)
+    }
+  }
+  if (tiles > 0x7FFFFFFF) return false;
   XAct a{};
   a.n_tok = n_tok;
   if (q16) {  // scratch: high bytes, low bytes, then d and s (16-byte aligned: n_cols % 32 == 0)
@@ -400,6 +477,7 @@ bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, 
   const bool wide_asked = matmul_q8mma_token_tile() == 128;
   int device = 0;
   GAACRT_CUDA_CHECK(cudaGetDevice(&device));
+  const int n_jobs = grp.ep == MmaEpilogue::GateAct ? 1 : grp.n;  // the jobs that own tiles
   return dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);
     // 128 tokens where the device lets a thread block have the tile (up to 117 KiB; sm_86/89
@@ -407,13 +485,20 @@ bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     const bool wide = wide_asked && sizeof(Tile<Piece<typename BT::block>::kMin, true, 128>) <=
                                         (size_t)max_dynamic_smem(device);
     if (q16) {
-      if (wide) launch<typename BT::block, BT::qk, true, 128>(w, a, y, bias, stream);
-      else launch<typename BT::block, BT::qk, true, 64>(w, a, y, bias, stream);
+      if (wide) launch<typename BT::block, BT::qk, true, 128>(jobs, n_jobs, w.n_cols, a, stream);
+      else launch<typename BT::block, BT::qk, true, 64>(jobs, n_jobs, w.n_cols, a, stream);
     } else {
-      if (wide) launch<typename BT::block, BT::qk, false, 128>(w, a, y, bias, stream);
-      else launch<typename BT::block, BT::qk, false, 64>(w, a, y, bias, stream);
+      if (wide) launch<typename BT::block, BT::qk, false, 128>(jobs, n_jobs, w.n_cols, a, stream);
+      else launch<typename BT::block, BT::qk, false, 64>(jobs, n_jobs, w.n_cols, a, stream);
     }
   });
+}
+
+bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, bool q16,
+                  void* scratch, cudaStream_t stream) {
+  float* const ys[1] = {y};
+  const float* const bs[1] = {bias};
+  return matmul_q8mma_group(MmaGroup{&w, 1, ys, bs}, x, n_tok, q16, scratch, stream);
 }
 
 }  // namespace gaacrt::cuda

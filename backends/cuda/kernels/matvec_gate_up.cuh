@@ -7,11 +7,12 @@
 #include "../cuda_backend.h"
 #include "../cuda_common.h"
 #include "../matvec_q8.cuh"
+#include "activation.cuh"
 #include "matvec_rows.cuh"
 
 namespace gaacrt::cuda::matvec {
 
-// A warp takes row r of gate and up (elementwise.cu's formulas for the activation).
+// A warp takes row r of gate and up (activation.cuh's gating).
 template <typename Block, int QK, int T, bool kQ16, bool kNorm, int kAct>
 __global__ void __launch_bounds__(rows_per_block<kNorm>() * kWarpSize)
 matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_t* __restrict__ wu, size_t su,
@@ -28,15 +29,7 @@ matvec_q8_gate_up_kernel(const uint8_t* __restrict__ wg, size_t sg, const uint8_
   for (int t = 0; t < T; ++t) {
     if (t >= n_tok) break;
     if (lane != 0) continue;
-    const float g = acc[0][t], u = acc[1][t];
-    float r;
-    if (kAct == 0) {
-      r = g / (1.f + expf(-g)) * u;
-    } else {
-      constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-      r = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * g * (1.f + 0.044715f * g * g))) * u;
-    }
-    h[(int64_t)t * n_rows + row] = r;
+    h[(int64_t)t * n_rows + row] = act_gate<kAct>(acc[0][t], acc[1][t]);
   }
 }
 

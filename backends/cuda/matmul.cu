@@ -3,10 +3,14 @@
 // Decode-sized calls (up to 8 tokens) of quantized weights go to matvec_q8.cu: int8 activations,
 // __dp4a integer dot products. Prefill-sized calls of quantized weights go to the tensor cores,
 // chosen by GAACRT_CUDA_MMA_MATMUL (matmul_mma.cuh): matmul_q8mma.cu (int8 on the CPU's 16-bit
-// activations, the default, or on 8-bit ones) or matmul_mma.cu (bf16 hi/lo parts, also the path
-// of the types the int8 one does not read). The rest (float weights, or GAACRT_CUDA_MMA_MATMUL=0)
-// take the reference path here: one warp per (row, token), each lane dequantizes whole blocks
-// through the portable dequant_block() and accumulates in fp32, then a warp reduction.
+// activations, the default, or on 8-bit ones; prefill_group also gives it the fused ops of
+// fused.cu, several weights read with one x in one launch) or matmul_mma.cu (bf16 hi/lo parts,
+// also the path of the types the int8 one does not read). The rest (float weights, or
+// GAACRT_CUDA_MMA_MATMUL=0) take the reference path here: one warp per (row, token), each lane
+// dequantizes whole blocks through the portable dequant_block() and accumulates in fp32, then a
+// warp reduction.
+#include <cstdlib>
+
 #include "block_traits.cuh"
 #include "common/half.h"
 #include "cuda_backend.h"
@@ -73,6 +77,10 @@ __global__ void matmul_float_kernel(const uint8_t* __restrict__ w, size_t row_st
 }  // namespace
 
 bool CudaBackend::prefill_group(const MmaGroup& g, const float* x, int64_t n_tok) {
+  // GAACRT_CUDA_PREFILL_GROUP=0 (read on every call): a launch per weight, act_mul and add after
+  // them, as before the groups (for comparison).
+  const char* e = std::getenv("GAACRT_CUDA_PREFILL_GROUP");
+  if (e && e[0] == '0' && (g.n > 1 || g.ep != MmaEpilogue::Store)) return false;
   const PrefillMatmul path = prefill_matmul(q16_);
   const bool q16 = path == PrefillMatmul::Q16;
   if ((path != PrefillMatmul::Q8 && !q16) || n_tok <= kMatvecQ8MaxTokens || n_tok > 65535 || g.n < 1) return false;

@@ -157,6 +157,10 @@ def test_cuda_int8_prefill_token_tiles_give_the_same_bits(cuda, t, n_cols, act, 
     # bits. 200 tokens: a full and a partial 128-token tile (64: three full, one partial); 133 rows
     # a partial 64-row tile; the group-of-eight layout (Q4_0, Q8_0, Q6_K at whole groups) and the
     # GGUF one, and a partial 256-column step (IQ4_NL at 224, Q5_1 at 736).
+    # (On an H200 every type here takes 128-token blocks; devices allowing a thread block under
+    # 117 KiB of shared memory run the types with a min term (Q4_K, Q5_1) at 64 both times.)
+    if t in (T.Q4_K, T.Q5_1) and gaacrt.cuda_devices()[0]["compute_capability"] < (9, 0):
+        pytest.skip("this device runs the 128-token tile of types with a min term at 64 tokens")
     monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", act)
     rng = np.random.default_rng(n_cols + (1 if act == "q8" else 2))
     raw = random_rows(t, 133, n_cols, rng)

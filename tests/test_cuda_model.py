@@ -113,6 +113,39 @@ def test_cuda_qkv_rope_in_one_launch_is_bit_identical(tmp_path, monkeypatch, arc
     assert np.array_equal(uncapped.view(np.uint32), apart.view(np.uint32))
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("act_bits", [16, 8])
+def test_cuda_prefill_groups_are_bit_identical_to_a_launch_per_weight(tmp_path, monkeypatch, arch, act_bits):
+    # A prefill's Q/K/V, gate/up (with the activation) and residual adds each as one launch of the
+    # int8 tensor-core matmul (matmul_q8mma.cu MmaGroup), with 64- and 128-token thread blocks,
+    # against a launch per weight with act_mul and add after them (GAACRT_CUDA_PREFILL_GROUP=0):
+    # the same logits, bit for bit, after a 150-token prefill (a partial 128-token tile) and over
+    # the decode steps after it; Q/K/V biases (qwen2); 16-bit and 8-bit activations.
+    from fixtures.tiny_models import write_tiny_model
+    path = write_tiny_model(tmp_path / f"{arch}.gguf", arch, seed=9, weight_type="q4_0", n_embd=512, n_head=8,
+                            n_head_kv=2, head_dim=64, n_ff=1536)
+    n_vocab = gaacrt.Model(str(path), backend="cpu").n_vocab
+    toks = [int(t) for t in np.random.default_rng(10).integers(3, n_vocab, 156)]
+
+    def run():
+        s = gaacrt.Model(str(path), backend="cuda", act_bits=act_bits).session(n_ctx=256)
+        s.eval(toks[:150])
+        rows = [s.logits()]
+        for t in toks[150:]:
+            s.eval([t])
+            rows.append(s.logits())
+        return np.vstack(rows)
+
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_GROUP", "0")
+    apart = run()
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_GROUP")
+    for tile in ("64", "128"):
+        monkeypatch.setenv("GAACRT_CUDA_Q8MMA_TOKENS", tile)
+        grouped = run()
+        assert np.isfinite(grouped).all()
+        assert np.array_equal(grouped.view(np.uint32), apart.view(np.uint32)), f"{tile}-token tiles"
+
+
 def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):
     gpu = gaacrt.Model(str(model_path), backend="cuda")
     rng = np.random.default_rng(4)

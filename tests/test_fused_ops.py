@@ -84,17 +84,21 @@ def test_matmul_add_fused_is_the_composition_bit_for_bit(backend, t, n_tok, n_co
 
 @pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("tile", ["64", "128"])
-def test_prefill_sized_fused_ops_are_the_composition_bit_for_bit(backend, t, tile, monkeypatch):
+@pytest.mark.parametrize("act_kernel", ["q16", "q8"])
+def test_prefill_sized_fused_ops_are_the_composition_bit_for_bit(backend, t, tile, act_kernel, monkeypatch):
     # Prefill sizes: on CUDA each fused op is one launch of the int8 tensor-core matmul
     # (matmul_q8mma.cu's MmaGroup: Q/K/V read with one x, gate and up in the same thread blocks
     # with the activation in the epilogue, the residual added in the epilogue), with 64- or
     # 128-token thread blocks (GAACRT_CUDA_Q8MMA_TOKENS); the composition runs a launch per
-    # matmul, then act_mul / add. 130 tokens: a partial token tile; 37/45/41 rows: partial row
-    # tiles; 1,280 columns: a partial 256-column step for the 32-value types.
+    # matmul, then act_mul / add; on 16-bit x (the default) and 8-bit (GAACRT_CUDA_MMA_MATMUL=q8).
+    # 130 tokens: a partial token tile; 133/70/70, 45 and 41 rows: several row tiles per weight and
+    # partial ones; 1,280 columns: a partial 256-column step for the 32-value types. (The CPU
+    # backend reads neither setting: its fused ops against its composition.)
     monkeypatch.setenv("GAACRT_CUDA_Q8MMA_TOKENS", tile)
+    monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", act_kernel)
     n_tok, dim = 130, 1280
     rng, x, norm_w = case(t, n_tok, dim, int(t) * 1000 + int(tile))
-    ws = [(random_rows(t, r, dim, rng), int(t)) for r in (37, 16, 16)]
+    ws = [(random_rows(t, r, dim, rng), int(t)) for r in (133, 70, 70)]
     ys, xn = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=True)
     ys_ref, xn_ref = _core.op_norm_matmuls(backend, x, norm_w, 1e-6, ws, fused=False)
     same_bits(xn, xn_ref)

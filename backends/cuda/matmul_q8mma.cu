@@ -432,11 +432,15 @@ size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
 
 bool matmul_q8mma_group(const MmaGroup& grp, const float* x, int64_t n_tok, bool q16, void* scratch,
                         cudaStream_t stream) {
-  if (grp.n < 1 || grp.n > kMaxMmaJobs || (grp.ep == MmaEpilogue::GateAct && grp.n != 2)) return false;
+  if (grp.n < 1 || grp.n > kMaxMmaJobs) return false;
+  if (grp.ep == MmaEpilogue::GateAct &&  // an unknown activation: act_mul's error, on the fallback
+      (grp.n != 2 || (grp.act != Activation::SiLU && grp.act != Activation::GeluTanh)))
+    return false;
   const WeightView& w = grp.w[0];
   for (int i = 0; i < grp.n; ++i) {
     const WeightView& wi = grp.w[i];
-    if (wi.type != w.type || wi.n_cols != w.n_cols || wi.n_rows <= 0) return false;
+    // One kernel reads them all: one type and one layout (GAACRT_CUDA_GROUP8 is read per weight).
+    if (wi.type != w.type || wi.layout != w.layout || wi.n_cols != w.n_cols || wi.n_rows <= 0) return false;
     if (grp.ep == MmaEpilogue::GateAct && (wi.n_rows != w.n_rows || (grp.bias && grp.bias[i]))) return false;
   }
   if (w.n_cols % 32 != 0 || w.n_cols >= (1 << 24) || n_tok > 65535LL * 64 || !matvec_q8_supported(w.type)) return false;

@@ -196,6 +196,49 @@ def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks, bulk_min)
     assert r.returncode == 0 and "head 128 ok" in r.stdout, r.stdout + r.stderr
 
 
+def _chunked_prefill_shared_vs_per_warp(gpu, cache, monkeypatch, n_tok=330):
+    # A prompt prefilled in chunks of 64 tokens (n_ubatch), so that the later chunks attend to
+    # blocks the GAAC cache has already encoded: logits of every token with the prefill attention's
+    # thread blocks on one stream of blocks (run_rows_shared, the default) and with a copy per warp
+    # (GAACRT_CUDA_PREFILL_SHARED=0).
+    toks = [int(t) for t in np.random.default_rng(11).integers(3, gpu.n_vocab, n_tok)]
+
+    def run():
+        s = gpu.session(n_ctx=n_tok + 64, cache=cache, n_ubatch=64)
+        return s.eval(toks, all_logits=True), s
+
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_SHARED", "0")
+    apart, _ = run()
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_SHARED")
+    shared, s = run()
+    if cache == "gaac":
+        assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
+    assert np.isfinite(shared).all()
+    assert np.array_equal(shared.view(np.uint32), apart.view(np.uint32))
+    return shared
+
+
+@pytest.mark.parametrize("cache", ["bf16", "gaac"])
+def test_cuda_prefill_on_one_stream_per_thread_block_is_bit_identical(model_path, cache, monkeypatch):
+    # SmolLM2's shape (head 64, 3 query heads per kv-head) and Gemma-3's (head 256: two tiles per
+    # head, four decode rounds, one per warp; a sliding window of 64 on its local layers).
+    _chunked_prefill_shared_vs_per_warp(gaacrt.Model(str(model_path), backend="cuda"), cache, monkeypatch)
+
+
+def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypatch):
+    # Head 128 (the kernel built for three thread blocks per SM), one query head per kv-head (a row
+    # group is 16 tokens: its warps' ranges differ by up to a block) and four; GAAC's chunked prefill
+    # bit-identical to BF16's as well.
+    from fixtures.tiny_models import write_tiny_model
+    for n_head_kv in (8, 2):
+        path = write_tiny_model(tmp_path / f"h128_{n_head_kv}.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2,
+                                n_embd=256, n_head=8, n_head_kv=n_head_kv, head_dim=128, n_ff=256)
+        gpu = gaacrt.Model(str(path), backend="cuda")
+        a = _chunked_prefill_shared_vs_per_warp(gpu, "bf16", monkeypatch)
+        b = _chunked_prefill_shared_vs_per_warp(gpu, "gaac", monkeypatch)
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"GAAC differs from BF16 ({n_head_kv} kv-heads)"
+
+
 def test_cuda_batched_decode_matches_cpu(model_path):
     cpu = gaacrt.Model(str(model_path), backend="cpu", n_threads=4)
     gpu = gaacrt.Model(str(model_path), backend="cuda")

@@ -108,6 +108,29 @@ def test_cuda_attention_sliding_window_and_softcap_match_cpu(cuda, cpu, window, 
     assert rel(a, b) < 1e-5
 
 
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window", [
+    (300, 70, 4, 2, 16, 0),      # tiny head, 2 query heads per kv-head
+    (700, 300, 8, 8, 128, 0),    # no GQA: a row group is 16 tokens, its warps' ranges differ
+    (900, 200, 32, 8, 128, 0),   # Llama-3 shape
+    (400, 120, 8, 1, 64, 0),     # 8 query heads per kv-head: a row group is two tokens
+    (1100, 40, 4, 1, 256, 0),    # two tiles per head
+    (500, 150, 4, 1, 64, 40),    # sliding window: the warps' ranges start apart too
+])
+def test_cuda_prefill_attention_on_one_stream_per_thread_block_is_bit_identical(cuda, n_ctx, n_q, n_head, n_kv, d,
+                                                                                 window, monkeypatch):
+    # A thread block's four warps on one stream of blocks, each block copied once (run_rows_shared,
+    # the default for prefill-sized launches) against a copy per warp (GAACRT_CUDA_PREFILL_SHARED=0):
+    # every warp sums the same blocks in the same order.
+    rng = np.random.default_rng(n_ctx + n_q + d)
+    k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_SHARED", "0")
+    apart = _core.op_attention(cuda, k, v, q, 1 / np.sqrt(d), sliding_window=window)
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_SHARED")
+    shared = _core.op_attention(cuda, k, v, q, 1 / np.sqrt(d), sliding_window=window)
+    assert np.isfinite(shared).all()
+    assert np.array_equal(shared.view(np.uint32), apart.view(np.uint32))
+
+
 def test_cuda_attention_is_a_softmax_over_bf16_keys_and_values(cuda):
     # Against float64 numpy: the cache stores BF16, so round k and v the same way first.
     rng = np.random.default_rng(5)

@@ -162,8 +162,19 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
                            timeline.stamps(), e8_qrot};
+  // A prefill-sized sequence: the kernel whose thread blocks copy (and GAAC's decode) each block
+  // once for their four warps (attention_mma.cuh run_rows_shared), where its ring fits the shared
+  // memory sized above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp.
+  static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
+  const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
+  const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
+  const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
+                      attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
+  else if (shared)
+    (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
+                                                                                      device_, blocks);
   else if (gaac)
     attn::launch_attention_gaac(kD, P, grid, smem, stream_, device_, blocks);
   else

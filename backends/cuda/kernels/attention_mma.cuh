@@ -25,7 +25,9 @@
 //     at once and are not counted.
 //   * prefill-sized sequences: thread block x takes row groups x, x + gridDim.x, ... of 16 rows,
 //     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself (the
-//     host sizes gridDim.x from AttentionArgs::max_q, at least n_split).
+//     host sizes gridDim.x from AttentionArgs::max_q, at least n_split). Launches with such a
+//     sequence run the kShared kernel (GAACRT_CUDA_PREFILL_SHARED=0: the per-warp one): the four
+//     warps' blocks are copied, and GAAC's decoded, once for the thread block (run_rows_shared).
 // n_split depends only on the batch's number of sequences and the GPU, and every order of
 // summation (blocks in a warp, warps in a block, splits) is fixed by lengths alone, so a GAAC
 // cache (whose loader rebuilds the very BF16 bits) gives bit-identical results to a BF16 cache.
@@ -393,6 +395,147 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   }
 }
 
+// ---- prefill: a thread block's four warps on one stream of blocks -----------------------------
+// A row group's 16 rows are four M-tiles of consecutive rows (GQA group of 4: four consecutive
+// query tokens), whose visible blocks are one range give or take the first (sliding window) and
+// the last block. The per-warp path (run_rows) copies every block once per warp, and GAAC decodes
+// it once per warp; here warp 0 copies each block of the group's range [B0, B1) once into a ring
+// of kSharedStages stages the thread block shares, GAAC's tiles are decoded once (warp r decodes
+// round r: K's tiles, then V's, in parallel), and every warp runs block_math on the blocks of its
+// own range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
+// Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation),
+// C (read: the stage may be refilled).
+__host__ __device__ constexpr int shared_stage_count(int kD, int blocks) { return 2 * stage_count(kD, blocks); }
+// Shared bytes of the ring: stages, GAAC's decoded K and V tiles, the stages' barriers and entries.
+__host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes) {
+  const uint32_t stages = shared_stage_count(kD, blocks), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
+  return stages * 2 * kv_bytes + (gaac ? 2 * tile : 0) + stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
+}
+
+// Zeroes columns d .. kD-1 of the ring's BF16 tiles (the stages, or GAAC's decoded tiles) once:
+// the loaders never write them (padded heads, d = 48 runs as kD = 64).
+template <int kD, bool kGaac, int kB>
+__device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_bytes, int32_t d) {
+  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB);
+  if (d >= kD) return;
+  uint8_t* t0 = kGaac ? base + kSS * 2 * kv_bytes : base;
+  const int n_tiles = kGaac ? 2 : 2 * kSS;  // BF16: a stage's K and V are tiles (kv_bytes = kTileBytes)
+  for (int t = 0; t < n_tiles; ++t)
+    for (int x = threadIdx.x; x < KV_BLOCK_TOKENS * (kD - d); x += kThreads)
+      reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
+}
+
+// Warp w decodes round w of the block (when the head has that many rounds).
+template <int kD, int kR>
+__device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
+                                                const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
+                                                uint32_t half_bytes, const GaacLanes& GL,
+                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
+                                                uint16_t* vt) {
+  if constexpr (kR < TileGeom<kD>::kRounds && kR < kWarps) {
+    if (warp == kR) return decode_gaac_block<kD, kR, kR + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+    return decode_my_round<kD, kR + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+  } else {
+    return true;
+  }
+}
+
+template <int kD, bool kGaac, int kB>
+__device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
+                                                int32_t n_rows, int32_t b0, int32_t b1, int32_t B0, int32_t B1,
+                                                uint8_t* base, const GaacLanes& GL,
+                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
+                                                float& m, float& l) {
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB), kT = TileGeom<kD>::kTiles;
+  static_assert(TileGeom<kD>::kRounds <= kWarps, "a warp per decode round");
+  const KVLayerView& kv = P.kv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
+  const int32_t pos = tr.pos, lo = tr.lo, len = s.pos0 + s.n_q;
+
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
+  m = -INFINITY;
+  l = 0.f;
+
+  const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
+  uint8_t* dec = base + kSS * 2 * kv_bytes;  // GAAC: the decoded K and V tiles
+  uint64_t* bars = reinterpret_cast<uint64_t*>(dec + (kGaac ? 2 * kTileBytes : 0));
+  uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kSS);  // [kSS][kT]
+  constexpr bool kBulk = GAACRT_BULK_COPY;
+  const int32_t n_iter = B1 - B0;
+  const bool bulk = kBulk && (kGaac || n_iter >= P.bulk_min_blocks);
+  if (kBulk && threadIdx.x == 0) {
+#pragma unroll
+    for (int p = 0; p < kSS; ++p) mbar_init(bars + p);
+    fence_mbar_init();
+  }
+  __syncthreads();  // the barriers, and the previous row group's last reads of the ring
+
+  const GaacStaging& gs = P.gaac_stage;
+  auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // warp 0 only
+    const int slot = it % kSS;
+    uint8_t* sk = base + (2 * slot) * kv_bytes;
+    if (lane == 0)
+#pragma unroll
+      for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
+    uint64_t* bar = bulk ? bars + slot : nullptr;
+    if constexpr (kGaac)
+      issue_gaac<kD>(kv, gs, e, sk, sk + kv_bytes, P.half_bytes, lane, bar);
+    else
+      issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
+  };
+  EntryStream<kT> es;  // warp 0's
+  if (warp == 0) {
+    es.start(kv, s.table, kvh, B0, 1, n_iter);
+    es.issue_first<kSS>(issue);
+  }
+  uint32_t qa[kD / 16][4];
+  query_fragments<kD>(P.q + tr.q_off, tr.valid, kv.head_dim_k, qa);
+  for (int32_t it = 0; it < n_iter; ++it) {
+    const int32_t b = B0 + it;
+    uint8_t* sk = base + (2 * (it % kSS)) * kv_bytes;
+    const bool last = len - b * KV_BLOCK_TOKENS < KV_BLOCK_TOKENS;  // rows past the newest token
+    if (warp == 0) {
+      es.issue_ahead<kSS>(it, issue);
+      cp_async_wait<kSS - 1>();  // this lane's copies of block `it` have landed
+      if (bulk) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and the bulk copies
+      __syncwarp();
+      if (!kGaac && last) zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
+    }
+    __syncthreads();  // A: block `it` is staged for every warp
+    const bool mine = b >= b0 && b < b1;
+    if constexpr (kGaac) {
+      uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
+      uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
+      const bool ok_w = decode_my_round<kD, 0>(warp, kv, gs, ents + (it % kSS) * kT, sk, sk + kv_bytes, P.half_bytes,
+                                               GL, b3, b4, kt, vt);
+      const bool ok = __syncthreads_and(ok_w);  // B: decoded (and validated) for every warp
+      if (!ok) {
+        if (threadIdx.x == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
+      } else {
+        if (last) {  // block-uniform
+          if (warp == 0) zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
+          __syncthreads();
+        }
+        if (mine) block_math<kD>(kt, vt, b, pos, lo, qa, o, m, l, P.a);
+      }
+    } else {
+      if (mine)
+        block_math<kD>(reinterpret_cast<const uint16_t*>(sk), reinterpret_cast<const uint16_t*>(sk + kv_bytes), b,
+                       pos, lo, qa, o, m, l, P.a);
+    }
+    __syncthreads();  // C: the stage (and the decoded tiles) are read: they may be refilled
+  }
+  if (kBulk && threadIdx.x == 0)  // every phase issued has completed: retire the barriers
+#pragma unroll
+    for (int p = 0; p < kSS; ++p) mbar_inval(bars + p);
+}
+
 // o's three parts of this lane's row summed (lanes l and l ^ 16 get the same values).
 template <int kD>
 __device__ __forceinline__ void sum_parts(const float (&o)[kD / 8][4], float (&oc)[kD / 8][2]) {
@@ -416,7 +559,9 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 // PDL: the decode path waits for the previous kernel inside run_rows (after the first copies of
 // old blocks), the prefill path before its first row group; nothing before either reads what the
 // step writes.
-template <int kD, bool kGaac, int kB>
+// kShared: prefill-sized sequences on run_rows_shared (the launches of attention_prefill_*.cu),
+// else on run_rows; decode-sized sequences take the same path either way.
+template <int kD, bool kGaac, int kB, bool kShared = false>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_kernel(const KernelArgs P) {
   extern __shared__ __align__(16) uint8_t smem[];
   stamp(P.timeline, kStampStart);
@@ -476,6 +621,7 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   if (n_rows > kRowsPerGroup) {
     // ---- prefill-sized: row groups of 16, one M-tile per warp, whole visible range ----
     pdl_begin();
+    if constexpr (kShared) zero_shared_padding<kD, kGaac, kB>(smem, kGaac ? kv.n_half * P.half_bytes : kTileBytes, d);
     for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += gridDim.x) {
       const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
       int32_t b0 = 0, b1 = 0;
@@ -484,7 +630,15 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
         b0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS;
         b1 = p1 / KV_BLOCK_TOKENS + 1;
       }
-      run_rows<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);
+      if constexpr (kShared) {
+        // The row group's blocks, the same way from its first and last rows: every warp's lie inside.
+        const int32_t g0 = rg * kRowsPerGroup;
+        const int32_t p0 = s.pos0 + g0 / G, p1 = s.pos0 + min(n_rows - 1, g0 + kRowsPerGroup - 1) / G;
+        const int32_t B0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS, B1 = p1 / KV_BLOCK_TOKENS + 1;
+        run_rows_shared<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, B0, B1, smem, GL, b3, b4, o, m, l);
+      } else {
+        run_rows<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);
+      }
       sum_parts<kD>(o, oc);
       const int32_t R = r0 + (lane >> 2);
       if (lane < 16 && R < n_rows) {
@@ -537,23 +691,23 @@ inline void launch_attention_kernel(const KernelArgs& P, dim3 grid, size_t smem,
 
 // Launches the kernel of one head size (blocks: the thread blocks per SM it is built for, 3 only
 // at head size 128).
-template <int kD, bool kGaac, int kB = 2>
+template <int kD, bool kGaac, bool kShared, int kB = 2>
 inline void launch_one(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
-  launch_attention_kernel<attention_mma_kernel<kD, kGaac, kB>>(P, grid, smem, stream, device);
+  launch_attention_kernel<attention_mma_kernel<kD, kGaac, kB, kShared>>(P, grid, smem, stream, device);
 }
 
-template <bool kGaac>
+template <bool kGaac, bool kShared = false>
 inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
                         int blocks) {
   switch (kD) {
-    case 16: launch_one<16, kGaac>(P, grid, smem, stream, device); break;
-    case 32: launch_one<32, kGaac>(P, grid, smem, stream, device); break;
-    case 64: launch_one<64, kGaac>(P, grid, smem, stream, device); break;
+    case 16: launch_one<16, kGaac, kShared>(P, grid, smem, stream, device); break;
+    case 32: launch_one<32, kGaac, kShared>(P, grid, smem, stream, device); break;
+    case 64: launch_one<64, kGaac, kShared>(P, grid, smem, stream, device); break;
     case 128:
-      if (blocks == 3) launch_one<128, kGaac, 3>(P, grid, smem, stream, device);
-      else launch_one<128, kGaac>(P, grid, smem, stream, device);
+      if (blocks == 3) launch_one<128, kGaac, kShared, 3>(P, grid, smem, stream, device);
+      else launch_one<128, kGaac, kShared>(P, grid, smem, stream, device);
       break;
-    default: launch_one<256, kGaac>(P, grid, smem, stream, device); break;
+    default: launch_one<256, kGaac, kShared>(P, grid, smem, stream, device); break;
   }
 }
 
@@ -565,5 +719,11 @@ void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, 
 void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
                            int blocks);
 void launch_attention_e8(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+// The kShared kernels, for launches with a prefill-sized sequence (attention_prefill_bf16.cu /
+// attention_prefill_gaac.cu).
+void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
+                                   int device, int blocks);
+void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
+                                   int device, int blocks);
 
 }  // namespace gaacrt::cuda::attn

@@ -1,0 +1,14 @@
+// attention_prefill_bf16.cu — the tensor-core attention kernel (kernels/attention_mma.cuh) for the
+// BF16 cache with its prefill-sized sequences on one stream of blocks per thread block
+// (run_rows_shared), for launches that have such a sequence; a file of its own so that nvcc
+// builds it beside attention_bf16.cu.
+#include "kernels/attention_mma.cuh"
+
+namespace gaacrt::cuda::attn {
+
+void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
+                                   int device, int blocks) {
+  launch_dims<false, true>(kD, P, grid, smem, stream, device, blocks);
+}
+
+}  // namespace gaacrt::cuda::attn

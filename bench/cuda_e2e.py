@@ -5,7 +5,8 @@ batched decode speed). The model is bench/gen_8b.py's random-weight GGUF; llama-
 same file (bench/llama_bench_gpu.sh, bench/gpu_e2e_visit.sh).
 
     python3 bench/cuda_e2e.py MODEL [--caches bf16,gaac,e8] [--depths 0,32768,65536] [--n-gen 128]
-                              [--pp 512] [--prefill 512] [--kv-budget-gib 20] [--budget-depth 65536]
+                              [--pp 512] [--pp-depths 0,32768] [--prefill 512] [--kv-budget-gib 20]
+                              [--budget-depth 65536]
                               [--json OUT.json] [--backend cuda]
     python3 bench/cuda_e2e.py --report OURS.json [--llama-json LLAMA.json]   # the comparison table
 
@@ -22,7 +23,9 @@ warm-up tokens. At depth 0 the cache format was calibrated by an earlier prompt 
 context (a throwaway session), so no calibration falls inside the timing.
 
 pp512: one 512-token eval on an empty sequence (one ubatch), median of 3 after a warm-up, on a
-format already calibrated; GAAC/E8 block encoding is included, as in any real prefill.
+format already calibrated; GAAC/E8 block encoding is included, as in any real prefill. With
+--pp-depths, also after a cache filled to each depth as for tg (llama-bench's -p 512 -d N): there
+the prefill's attention over the depth's history dominates.
 
 GAAC's compression ratio, and so its speed, depends on the KV's exponent statistics; this KV comes
 from random weights, not a real model (GAAC attention on KV recorded from SmolLM2 and Gemma-3 is
@@ -119,20 +122,29 @@ def codec_note(kv: dict) -> str:
             f"V ratio {kv['v_codec_ratio']:.3f} (raw tiles {100 * kv['v_raw_tile_share']:.1f}%)")
 
 
-def run_pp(m, cache: str, n_pp: int, prompt: list[int], rng) -> dict:
-    c = make_context(m, cache, max(n_pp, len(prompt)) + 16)
-    calibrate(c, prompt)
-    s = _core().Session(c)
+def run_pp(m, cache: str, n_pp: int, prompt: list[int], rng, depth: int = 0) -> dict:
+    """n_pp tokens in one eval after `depth` tokens (llama-bench's -p n_pp -d depth): at depth 0 on
+    an empty sequence of a calibrated context; deeper, on a fresh session filled as run_tg's (the
+    fill not timed). Median of 3 after a warm-up."""
+    c = make_context(m, cache, max(depth + n_pp, len(prompt)) + 16)
+    if depth == 0:
+        calibrate(c, prompt)
     toks = tokens(rng, m.n_vocab, n_pp)
     times = []
+    s = _core().Session(c) if depth == 0 else None
     for i in range(4):
-        s.reset()
+        if depth == 0:
+            s.reset()
+        else:
+            s = None
+            gc.collect()  # the previous session's blocks back to the arena
+            s = fill(c, prompt, depth)
         t0 = time.perf_counter()
         s.eval(toks)
         if i:
             times.append(time.perf_counter() - t0)
     t = float(np.median(times))
-    return {"cache": cache, "n_pp": n_pp, "tok_s": n_pp / t, "ms": t * 1e3}
+    return {"cache": cache, "n_pp": n_pp, "depth": depth, "tok_s": n_pp / t, "ms": t * 1e3}
 
 
 def run_tg(m, cache: str, depth: int, n_gen: int, prompt: list[int], rng) -> dict:
@@ -217,13 +229,15 @@ def print_tg(rows: list[dict], llama_tg: dict, source: str) -> None:
               f"{codec_note(kv)} | {r['graph_replays']}/{r['graph_captures']} | {r['fill_s']:.1f} |")
 
 
-def print_pp(rows: list[dict], llama_pp: float | None) -> None:
-    print(f"\n### pp{rows[0]['n_pp']} at depth 0, tok/s\n")
-    print("| cache | tok/s | ms | vs llama.cpp (target >= 1.0x) |")
-    print("|---|---|---|---|")
+def print_pp(rows: list[dict], llama_pp: dict) -> None:
+    print(f"\n### pp{rows[0]['n_pp']}, tok/s\n")
+    print("| depth | cache | tok/s | ms | vs llama.cpp (target >= 1.0x at depth 0) |")
+    print("|---|---|---|---|---|")
     for r in rows:
-        vs = f"{r['tok_s'] / llama_pp:.2f}x of {llama_pp:.0f}" if llama_pp else "n/a"
-        print(f"| {r['cache']} | {r['tok_s']:.0f} | {r['ms']:.1f} | {vs} |")
+        d = r.get("depth", 0)
+        ref = llama_pp.get(d)
+        vs = f"{r['tok_s'] / ref:.2f}x of {ref:.0f}" if ref else "n/a"
+        print(f"| {d} | {r['cache']} | {r['tok_s']:.0f} | {r['ms']:.1f} | {vs} |")
 
 
 def print_equal_memory(rows: list[dict]) -> None:
@@ -241,13 +255,13 @@ def print_equal_memory(rows: list[dict]) -> None:
               f"{f'{agg / base:.2f}x' if agg and base else 'n/a'} | {r['note']} |")
 
 
-def llama_from_json(path: str) -> tuple[dict, float | None, list[dict]]:
+def llama_from_json(path: str) -> tuple[dict, dict, list[dict]]:
     """llama-bench's JSON output (-o json, or -oe json: stderr, where other lines may surround the
-    array): tg tok/s by depth, and pp tok/s at depth 0."""
+    array): tg tok/s by depth, and pp tok/s by depth."""
     text = Path(path).read_text()
     rows = json.loads(text[text.index("[\n"):text.rindex("]") + 1])
     tg = {r["n_depth"]: r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0}
-    pp = next((r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0 and r["n_depth"] == 0), None)
+    pp = {r["n_depth"]: r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0}
     return tg, pp, rows
 
 
@@ -268,7 +282,7 @@ def report(ours: dict, llama_json: str | None) -> None:
         print_llama(rows)
         source = f"measured in this run ({llama_json})"
     else:
-        tg, pp, source = LLAMA_ISSUE_TG, None, "issue 7's H200 figures (f16 KV)"
+        tg, pp, source = LLAMA_ISSUE_TG, {}, "issue 7's H200 figures (f16 KV)"
     if ours.get("tg"):
         print_tg(ours["tg"], tg, source)
     if ours.get("pp"):
@@ -287,7 +301,8 @@ def main() -> None:
     ap.add_argument("--caches", default="bf16,gaac,e8")
     ap.add_argument("--depths", default="0,32768,65536")
     ap.add_argument("--n-gen", type=int, default=128)
-    ap.add_argument("--pp", type=int, default=512, help="prefill test length at depth 0 (0: skip)")
+    ap.add_argument("--pp", type=int, default=512, help="prefill test length (0: skip)")
+    ap.add_argument("--pp-depths", default="0", help="depths of the prefill test (llama-bench -d)")
     # 512 (one ubatch: GAAC calibrates online on the first ubatch whatever the prompt's length):
     # with the reference prefill matmul a 2,048-token fill took ~58 s on the 8B shape, per depth.
     ap.add_argument("--prefill", type=int, default=512, help="real prompt before the cache is grown by repetition")
@@ -324,9 +339,10 @@ def main() -> None:
             Path(args.json).write_text(json.dumps(out, indent=1))
 
     for cache in caches:
-        if args.pp:
-            r = run_pp(m, cache, args.pp, prompt, rng)
-            print(f"pp{args.pp} {cache}: {r['tok_s']:.0f} tok/s ({r['ms']:.1f} ms)", flush=True)
+        for pp_depth in ([int(d) for d in args.pp_depths.split(",") if d] if args.pp else []):
+            r = run_pp(m, cache, args.pp, prompt, rng, pp_depth)
+            gc.collect()
+            print(f"pp{args.pp} {cache} depth {pp_depth}: {r['tok_s']:.0f} tok/s ({r['ms']:.1f} ms)", flush=True)
             out["pp"].append(r)
         for depth in depths:
             r = run_tg(m, cache, depth, args.n_gen, prompt, rng)

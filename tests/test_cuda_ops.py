@@ -115,6 +115,8 @@ def test_cuda_attention_sliding_window_and_softcap_match_cpu(cuda, cpu, window, 
     (400, 120, 8, 1, 64, 0),     # 8 query heads per kv-head: a row group is two tokens
     (1100, 40, 4, 1, 256, 0),    # two tiles per head
     (500, 150, 4, 1, 64, 40),    # sliding window: the warps' ranges start apart too
+    (400, 100, 4, 1, 80, 0),     # padded heads: 80 channels run as 128 (zeroed columns beside the ring)
+    (300, 64, 8, 2, 48, 0),      # ... and 48 as 64
 ])
 def test_cuda_prefill_attention_on_one_stream_per_thread_block_is_bit_identical(cuda, n_ctx, n_q, n_head, n_kv, d,
                                                                                  window, monkeypatch):

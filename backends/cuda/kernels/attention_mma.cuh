@@ -400,8 +400,8 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
 // query tokens), whose visible blocks are one range give or take the first (sliding window) and
 // the last block. The per-warp path (run_rows) copies every block once per warp, and GAAC decodes
 // it once per warp; here warp 0 copies each block of the group's range [B0, B1) once into a ring
-// of kSharedStages stages the thread block shares, GAAC's tiles are decoded once (warp r decodes
-// round r: K's tiles, then V's, in parallel), and every warp runs block_math on the blocks of its
+// of shared_stage_count stages the thread block shares, GAAC's tiles are decoded once (a warp per
+// decode round: K's tiles and V's in parallel), and every warp runs block_math on the blocks of its
 // own range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
 // Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation),
 // C (read: the stage may be refilled).
@@ -425,7 +425,8 @@ __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_b
       reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
 }
 
-// Warp w decodes round w of the block (when the head has that many rounds).
+// Round r of the block is decoded by warp (r + 1) % 4 (when the head has that many rounds): warp 0,
+// the one that issues the copies, decodes only at head size 256 (four rounds).
 template <int kD, int kR>
 __device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
                                                 const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
@@ -434,7 +435,8 @@ __device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv,
                                                 const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
                                                 uint16_t* vt) {
   if constexpr (kR < TileGeom<kD>::kRounds && kR < kWarps) {
-    if (warp == kR) return decode_gaac_block<kD, kR, kR + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+    if (warp == (kR + 1) % kWarps)
+      return decode_gaac_block<kD, kR, kR + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
     return decode_my_round<kD, kR + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
   } else {
     return true;
@@ -501,13 +503,17 @@ __device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnS
     uint8_t* sk = base + (2 * (it % kSS)) * kv_bytes;
     const bool last = len - b * KV_BLOCK_TOKENS < KV_BLOCK_TOKENS;  // rows past the newest token
     if (warp == 0) {
-      es.issue_ahead<kSS>(it, issue);
-      cp_async_wait<kSS - 1>();  // this lane's copies of block `it` have landed
+      // kSS - 1 groups were committed before the loop and one per earlier iteration: all but the
+      // newest kSS - 2 hold block `it` and the ones before it.
+      cp_async_wait<kSS - 2>();  // this lane's copies of block `it` have landed
       if (bulk) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and the bulk copies
       __syncwarp();
       if (!kGaac && last) zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
     }
     __syncthreads();  // A: block `it` is staged for every warp
+    // Block it + kSS - 1 into the stage block it - 1 used (freed at C of the last iteration), while
+    // the other warps start on block `it`.
+    if (warp == 0) es.issue_ahead<kSS>(it, issue);
     const bool mine = b >= b0 && b < b1;
     if constexpr (kGaac) {
       uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
@@ -584,8 +590,10 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   uint8_t* wbase = smem + warp * P.warp_bytes;
 
   // Columns d .. kD-1 of padded heads (d = 48 runs as kD = 64) are never written by the loaders:
-  // zero them once so that 0 * garbage cannot appear.
-  if (d < kD) {
+  // zero them once so that 0 * garbage cannot appear. (Not in the per-warp layout where the
+  // prefill path lays out its shared ring instead: zero_shared_padding; these stores would land
+  // on the ring's barriers.)
+  if (d < kD && !(kShared && n_rows > kRowsPerGroup)) {
     const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
     uint8_t* t0 = kGaac ? wbase + kS * 2 * kv_bytes : wbase;
     const int n_tiles = kGaac ? decoded_tile_count(kB) : 2 * kS;

@@ -117,8 +117,9 @@ def test_cuda_qkv_rope_in_one_launch_is_bit_identical(tmp_path, monkeypatch, arc
 @pytest.mark.parametrize("act_bits", [16, 8])
 def test_cuda_prefill_groups_are_bit_identical_to_a_launch_per_weight(tmp_path, monkeypatch, arch, act_bits):
     # A prefill's Q/K/V, gate/up (with the activation) and residual adds each as one launch of the
-    # int8 tensor-core matmul (matmul_q8mma.cu MmaGroup), with 64- and 128-token thread blocks,
-    # against a launch per weight with act_mul and add after them (GAACRT_CUDA_PREFILL_GROUP=0):
+    # int8 tensor-core matmul (matmul_q8mma.cu MmaGroup), with 64- and 128-token thread blocks and
+    # the tile chosen per launch (auto), against a launch per weight with act_mul and add after
+    # them (GAACRT_CUDA_PREFILL_GROUP=0):
     # the same logits, bit for bit, after a 150-token prefill (a partial 128-token tile) and over
     # the decode steps after it; Q/K/V biases (qwen2); 16-bit and 8-bit activations.
     from fixtures.tiny_models import write_tiny_model
@@ -139,7 +140,7 @@ def test_cuda_prefill_groups_are_bit_identical_to_a_launch_per_weight(tmp_path, 
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_GROUP", "0")
     apart = run()
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_GROUP")
-    for tile in ("64", "128"):
+    for tile in ("64", "128", "auto"):
         monkeypatch.setenv("GAACRT_CUDA_Q8MMA_TOKENS", tile)
         grouped = run()
         assert np.isfinite(grouped).all()

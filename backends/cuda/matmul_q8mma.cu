@@ -41,6 +41,7 @@
 #include "matmul_q8mma.cuh"
 
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "block_traits.cuh"
@@ -423,8 +424,31 @@ void launch(const Jobs& jobs, int n_jobs, int64_t n_cols, const XAct& a, cudaStr
 
 int matmul_q8mma_token_tile() {
   const char* e = std::getenv("GAACRT_CUDA_Q8MMA_TOKENS");
+  if (e && std::strcmp(e, "auto") == 0) return 0;
   return e && std::atoi(e) == 128 ? 128 : 64;
 }
+
+namespace {
+// GAACRT_CUDA_Q8MMA_TOKENS=auto: the tile whose grid finishes first if every thread block of a tile
+// size takes the same time, two of them per SM: whole waves times the block's time, a 128-token
+// block taking kWideCost of a 64-token one (its SASS per step: 1,870 against 1,087 for Q4_0 q16; a
+// guess until measured). A 512-token prefill of the 8B shape: Q/K/V (96 row tiles) 64, o and down
+// (64) 128, gate/up (448 half tiles) 128.
+constexpr double kWideCost = 1.75;
+bool auto_wide(int64_t row_tiles, int64_t n_tok, int sms) {
+  const int64_t slots = 2LL * sms;
+  const int64_t narrow = row_tiles * ((n_tok + 63) / 64), wide = row_tiles * ((n_tok + 127) / 128);
+  return (double)((wide + slots - 1) / slots) * kWideCost < (double)((narrow + slots - 1) / slots);
+}
+int sm_count(int device) {
+  static int cached[64] = {};
+  if (device >= 0 && device < 64 && cached[device]) return cached[device];
+  int v = 0;
+  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device));
+  if (device >= 0 && device < 64) cached[device] = v;
+  return v;
+}
+}  // namespace
 
 size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
   return (size_t)(q16 ? 2 : 1) * n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
@@ -478,9 +502,10 @@ bool matmul_q8mma_group(const MmaGroup& grp, const float* x, int64_t n_tok, bool
     const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream, false);
     a = XAct{q.q, nullptr, q.d, q.s, n_tok};
   }
-  const bool wide_asked = matmul_q8mma_token_tile() == 128;
   int device = 0;
   GAACRT_CUDA_CHECK(cudaGetDevice(&device));
+  const int tile = matmul_q8mma_token_tile();
+  const bool wide_asked = tile == 128 || (tile == 0 && auto_wide(tiles, n_tok, sm_count(device)));
   const int n_jobs = grp.ep == MmaEpilogue::GateAct ? 1 : grp.n;  // the jobs that own tiles
   return dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);

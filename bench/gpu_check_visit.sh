@@ -69,7 +69,7 @@ fi
 if has e2e; then
   stage "e2e: pp512 (tensor cores) and tg128 at depth 0"
   # shellcheck disable=SC2086
-  timeout 300 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --kv-budget-gib 0 ${E2E_ARGS:-} 2>&1 | tail -20
+  timeout 300 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --kv-budget-gib 0 ${E2E_ARGS:-} 2>&1 | tail -45
 fi
 if has small; then
   stage "SmolLM2 shape decode"

@@ -91,6 +91,27 @@ def test_cuda_lossy_attention_matches_cpu(cuda, cpu, fmt, n_ctx, n_q, n_head, n_
         assert rel(ga[0], _core.op_attention(cpu, k, v, q, s)) < 1e-5
 
 
+@pytest.mark.parametrize("on_mma", ["1", "0"])
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window", [
+    (700, 5, 32, 8, 128, 128),   # 20 rows: one row group and a bit
+    (400, 70, 9, 3, 64, 128),    # 210 rows: two slices of the query rotation, the raw window crossed
+    (600, 150, 8, 8, 128, 64),   # no GQA: a row group's warps see ranges a block apart
+    (260, 40, 2, 2, 32, 16),     # tiny head
+])
+def test_cuda_e8_prefill_on_the_tensor_cores_matches_cpu(cuda, cpu, on_mma, n_ctx, n_q, n_head, n_kv, d, window,
+                                                        monkeypatch):
+    # E8 prefill-sized sequences on the tensor-core kernel (attention_e8_mma.cuh, kPrefill: queries
+    # rotated for every row first, then a warp per M-tile over its range; the default) and on the
+    # CUDA-core kernel (GAACRT_CUDA_E8_MMA_PREFILL=0): both the CPU's answer to 1e-4.
+    monkeypatch.setenv("GAACRT_CUDA_E8_MMA_PREFILL", on_mma)
+    k, v, q = inputs(n_ctx + 7 * n_q + d, n_ctx, n_q, n_head, n_kv, d)
+    s = 1 / np.sqrt(d)
+    ga = _core.op_lossy_attention(cuda, k, v, q, s, "e8", window=window)
+    ca = _core.op_lossy_attention(cpu, k, v, q, s, "e8", window=window)
+    assert np.array_equal(ga[1], ca[1]) and np.array_equal(ga[2], ca[2])
+    assert rel(ga[0], ca[0]) < 1e-4, rel(ga[0], ca[0])
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("sw,cap", [(100, 0.0), (0, 20.0), (40, 5.0)])
 @pytest.mark.parametrize("n_q", [30, 1])  # prefill-sized, and a decode step

@@ -134,8 +134,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
       attn_counters_n_ = units;
     }
   }
-  // E8: lossy::attention rotates the decode steps' queries into the start of its scratch, and runs
-  // its own kernel for any sequence of more than 16 rows.
+  // E8: lossy::attention rotates the queries into the start of its scratch, and runs its own
+  // kernel for any sequence of more than 16 rows unless the tensor-core kernel takes those too
+  // (lossy::e8_prefill_on_mma).
   static_assert(attn::kRowsPerGroup == lossy::kRotatedRows, "E8's rotated query rows are its row group");
   const float* e8_qrot = e8 ? reinterpret_cast<const float*>(scr) : nullptr;
   if (e8)
@@ -155,13 +156,19 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
-  const dim3 grid = head_fastest ? dim3(kv.n_head_kv, n_split, n_seqs)
+  // E8 with its prefill-sized sequences on the tensor cores too: enough splits for their row
+  // groups (lossy::e8_prefill_on_mma), still kv-head fastest.
+  const int32_t rot_rows = e8 ? lossy::e8_rot_rows(kv, args) : lossy::kRotatedRows;
+  const int32_t e8_y = e8 && rot_rows > attn::kRowsPerGroup
+                           ? attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup)
+                           : n_split;
+  const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps(), e8_qrot};
+                           timeline.stamps(), e8_qrot, rot_rows};
   // A prefill-sized sequence: the kernel whose thread blocks copy (and GAAC's decode) each block
   // once for their four warps (attention_mma.cuh run_rows_shared), where its ring fits the shared
   // memory sized above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp.
@@ -171,7 +178,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
   if (e8)
-    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_);
+    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, rot_rows > attn::kRowsPerGroup);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

@@ -33,21 +33,25 @@ namespace {
 using namespace detail;
 static_assert(kSplitRows == kRotatedRows, "the rotated queries' rows are the decode row group");
 
-// E8, decode-sized sequences: q~ = R q for the <= 16 rows of each (sequence, kv-head). Grid
-// (kv-heads, sequences, d / 32): a thread block makes 32 dims of q~; thread (i, part) sums row i
-// of R over the column chunks (4 floats) part, part + 4, ... against every row, and the four
-// parts meet by shuffles. All of a thread's loads of R are independent (one latency, not one per
-// chunk: the first version, a loop of load-then-store through shared memory, took 55 µs), and
-// issued before the wait for the previous kernel (R is the layer's constant, q is not): what
-// remains after it is the load of q and the arithmetic.
+// E8: q~ = R q for the rows of each (sequence, kv-head), P.rot_rows at most (decode steps: 16).
+// Grid (kv-heads, sequences, d / 32 x row slices): a thread block makes 32 dims of q~ for the
+// 16-row chunks of its slice of kSliceRows rows; thread (i, part) sums row i of R over the column
+// chunks (4 floats) part, part + 4, ... against every row of a chunk, and the four parts meet by
+// shuffles. All of a thread's loads of R are independent (one latency, not one per chunk: the
+// first version, a loop of load-then-store through shared memory, took 55 µs), and issued before
+// the wait for the previous kernel (R is the layer's constant, q is not): what remains after it is
+// the load of q and the arithmetic.
+constexpr int kSliceRows = 128;
 __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   constexpr int kMaxD = 256, kDims = 32, kParts = 4, kMaxChunks = kMaxD / 4 / kParts;
   __shared__ __align__(16) float qs[kSplitRows][kMaxD];
   const KVLayerView& kv = P.kv;
-  const int32_t kvh = blockIdx.x, seq = blockIdx.y, d = kv.head_dim_k, tid = threadIdx.x;
+  const int32_t d = kv.head_dim_k, n_dc = (d + kDims - 1) / kDims;
+  const int32_t kvh = blockIdx.x, seq = blockIdx.y, dc = blockIdx.z % n_dc, slice = blockIdx.z / n_dc;
+  const int tid = threadIdx.x;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
   const int part = tid % kParts;
-  const int32_t i = blockIdx.z * kDims + tid / kParts;
+  const int32_t i = dc * kDims + tid / kParts;
   float4 rv[kMaxChunks];
   if (i < d) {
     const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * d);
@@ -59,44 +63,50 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   pdl_begin();
   const AttnSeq s = P.seqs[seq];
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
-  if (n_rows > kSplitRows) return;
+  if (n_rows > P.rot_rows) return;  // (none: rot_rows covers the launch's largest sequence)
+  float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * P.rot_rows * d;
+  const int32_t r_end = min(n_rows, (slice + 1) * kSliceRows);
+  for (int32_t rb = slice * kSliceRows; rb < r_end; rb += kSplitRows) {
+    const int32_t nr = min(kSplitRows, r_end - rb);  // rows of this chunk
+    __syncthreads();  // the previous chunk's reads of qs are done
 #pragma unroll 8  // independent loads in flight together
-  for (int k = 0; k < kSplitRows * kMaxD / kThreads; ++k) {
-    const int32_t e = tid + k * kThreads, r = e / d, c = e % d;
-    if (e >= n_rows * d) break;
-    const float x = P.q[((size_t)(s.q_begin + r / G) * P.a.n_head + kvh * G + r % G) * d + c];
-    qs[r][c] = scl ? __fmul_rn(x, scl[c]) : x;
-  }
-  __syncthreads();
-  float y[kSplitRows];
+    for (int k = 0; k < kSplitRows * kMaxD / kThreads; ++k) {
+      const int32_t e = tid + k * kThreads, r = e / d, c = e % d;
+      if (e >= nr * d) break;
+      const int32_t row = rb + r;
+      const float x = P.q[((size_t)(s.q_begin + row / G) * P.a.n_head + kvh * G + row % G) * d + c];
+      qs[r][c] = scl ? __fmul_rn(x, scl[c]) : x;
+    }
+    __syncthreads();
+    float y[kSplitRows];
 #pragma unroll
-  for (int r = 0; r < kSplitRows; ++r) y[r] = 0.f;
-  if (i < d) {
+    for (int r = 0; r < kSplitRows; ++r) y[r] = 0.f;
+    if (i < d) {
 #pragma unroll
-    for (int j = 0; j < kMaxChunks; ++j) {
-      const int32_t c = 4 * (part + kParts * j);
-      if (c >= d) break;
+      for (int j = 0; j < kMaxChunks; ++j) {
+        const int32_t c = 4 * (part + kParts * j);
+        if (c >= d) break;
 #pragma unroll
-      for (int r = 0; r < kSplitRows; ++r) {
-        if (r >= n_rows) break;
-        const float4 qv = *reinterpret_cast<const float4*>(&qs[r][c]);
-        y[r] = __fmaf_rn(rv[j].x, qv.x, y[r]);
-        y[r] = __fmaf_rn(rv[j].y, qv.y, y[r]);
-        y[r] = __fmaf_rn(rv[j].z, qv.z, y[r]);
-        y[r] = __fmaf_rn(rv[j].w, qv.w, y[r]);
+        for (int r = 0; r < kSplitRows; ++r) {
+          if (r >= nr) break;
+          const float4 qv = *reinterpret_cast<const float4*>(&qs[r][c]);
+          y[r] = __fmaf_rn(rv[j].x, qv.x, y[r]);
+          y[r] = __fmaf_rn(rv[j].y, qv.y, y[r]);
+          y[r] = __fmaf_rn(rv[j].z, qv.z, y[r]);
+          y[r] = __fmaf_rn(rv[j].w, qv.w, y[r]);
+        }
       }
     }
-  }
 #pragma unroll
-  for (int r = 0; r < kSplitRows; ++r) {
-    y[r] += __shfl_xor_sync(kFull, y[r], 1);
-    y[r] += __shfl_xor_sync(kFull, y[r], 2);
-  }
-  float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * kSplitRows * d;
-  if (part == 0 && i < d)
+    for (int r = 0; r < kSplitRows; ++r) {
+      y[r] += __shfl_xor_sync(kFull, y[r], 1);
+      y[r] += __shfl_xor_sync(kFull, y[r], 2);
+    }
+    if (part == 0 && i < d)
 #pragma unroll
-    for (int r = 0; r < kSplitRows; ++r)
-      if (r < n_rows) dst[r * d + i] = y[r];
+      for (int r = 0; r < kSplitRows; ++r)
+        if (r < nr) dst[(size_t)(rb + r) * d + i] = y[r];
+  }
 }
 
 // Decode-sized sequences: merges the n_split partials of one row per thread block (grid z =
@@ -174,10 +184,22 @@ int32_t n_split_for(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seq
 
 }  // namespace
 
+bool e8_prefill_on_mma(const KVLayerView& kv, const AttentionArgs& a) {
+  const char* e = std::getenv("GAACRT_CUDA_E8_MMA_PREFILL");
+  return e8_mma_ok(kv) && a.max_q > 0 && !(e && e[0] == '0');
+}
+
+int32_t e8_rot_rows(const KVLayerView& kv, const AttentionArgs& a) {
+  if (!e8_prefill_on_mma(kv, a)) return kRotatedRows;
+  const int64_t rows = (int64_t)a.max_q * (a.n_head / kv.n_head_kv);
+  return (int32_t)std::max<int64_t>(kRotatedRows, (rows + kRotatedRows - 1) / kRotatedRows * kRotatedRows);
+}
+
 size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms) {
   const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
   const size_t units = (size_t)n_seqs * kv.n_head_kv;
-  return (units * kSplitRows * kv.head_dim_k + units * n_split * kSplitRows * (kv.head_dim_v + 2)) * sizeof(float);
+  return (units * e8_rot_rows(kv, a) * kv.head_dim_k + units * n_split * kSplitRows * (kv.head_dim_v + 2)) *
+         sizeof(float);
 }
 
 bool e8_mma_ok(const KVLayerView& kv) {
@@ -203,15 +225,20 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
   const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
   const size_t units = (size_t)n_seqs * kv.n_head_kv;
+  const int32_t rot_rows = kv.format == KVFormat::E8 ? e8_rot_rows(kv, a) : kRotatedRows;
   float* q_rot = static_cast<float*>(scratch);
-  float* part = q_rot + units * kSplitRows * kv.head_dim_k;
-  Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0, decode_on_mma ? 1 : 0};
+  float* part = q_rot + units * rot_rows * kv.head_dim_k;
+  Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0, decode_on_mma ? 1 : 0, rot_rows};
   const int32_t G = a.n_head / kv.n_head_kv;
-  // (Decode steps on the tensor cores read theirs from here too.)
-  if (kv.format == KVFormat::E8)
-    launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32), kThreads, 0, stream, P);
-  // Decode steps only (max_q known and small): the tensor-core kernel has every sequence.
-  if (decode_on_mma && a.max_q > 0 && (int64_t)a.max_q * G <= kSplitRows) return;
+  // (The tensor-core kernel reads its rotated queries from here too.)
+  if (kv.format == KVFormat::E8) {
+    const unsigned slices = (unsigned)((rot_rows + kSliceRows - 1) / kSliceRows);
+    launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32 * slices), kThreads, 0, stream,
+                  P);
+  }
+  // Decode steps only (max_q known and small), or every sequence on the tensor cores: the
+  // tensor-core kernel has them all.
+  if (decode_on_mma && a.max_q > 0 && ((int64_t)a.max_q * G <= kSplitRows || e8_prefill_on_mma(kv, a))) return;
   // Prefill-sized sequences: a thread block per kW row tiles of R rows.
   const int32_t R = G == 1 ? 1 : (G == 2 ? 2 : 4);
   const int64_t max_rows = (int64_t)std::max(a.max_q, 0) * G;

@@ -28,11 +28,12 @@ inline void check_e8_view(const KVLayerView& kv, int32_t T, const char* op) {
 void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cudaStream_t stream);
 
 // Device scratch attention() needs for a batch of n_seqs sequences on a GPU of `sms` SMs. For E8
-// it starts with the rotated queries of decode-sized sequences: [seq][kv-head][16 rows][dk] floats.
+// it starts with the rotated queries: [seq][kv-head][e8_rot_rows rows][dk] floats.
 size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms);
 // decode_on_mma: the sequences of at most 16 rows (decode steps) are the E8 tensor-core kernel's
 // (CudaBackend::attention launches it next, kernels/attention_e8_mma.cuh): only their rotated
-// queries are made here (at the scratch's start), and longer sequences attended.
+// queries are made here (at the scratch's start), and longer sequences attended — or, with
+// e8_prefill_on_mma, rotated too and left to that kernel as well.
 void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seqs, int32_t n_seqs, const float* q,
                float* out, void* scratch, int sms, int max_smem, cudaStream_t stream, bool decode_on_mma);
 
@@ -44,5 +45,13 @@ bool e8_mma_ok(const KVLayerView& kv);
 // Rows per (sequence, kv-head) of the rotated E8 queries attention() leaves at its scratch's start
 // (the tensor-core kernel's row group).
 constexpr int kRotatedRows = 16;
+
+// Whether the E8 tensor-core kernel also takes a launch's prefill-sized sequences (e8_mma_ok, the
+// launch's largest sequence known: AttentionArgs::max_q > 0); GAACRT_CUDA_E8_MMA_PREFILL=0 keeps
+// them on the CUDA-core kernel (read on every call).
+bool e8_prefill_on_mma(const KVLayerView& kv, const AttentionArgs& a);
+// Rows per (sequence, kv-head) of the rotated queries: kRotatedRows, or with e8_prefill_on_mma the
+// launch's largest sequence's rows (max_q x the GQA group) rounded up to a multiple of it.
+int32_t e8_rot_rows(const KVLayerView& kv, const AttentionArgs& a);
 
 }  // namespace gaacrt::cuda::lossy

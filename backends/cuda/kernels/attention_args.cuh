@@ -49,7 +49,8 @@ struct KernelArgs {
   // any takes a second. 0: x = split or prefill row group, y = kv-head.
   int32_t head_fastest;
   uint64_t* timeline;  // attention_timeline.h: per-block stamps, or nullptr (the default)
-  const float* q_rot;  // E8: the rotated queries [seq][kv-head][16 rows][kD] (attention_lossy.cu)
+  const float* q_rot;  // E8: the rotated queries [seq][kv-head][rot_rows][kD] (attention_lossy.cu)
+  int32_t rot_rows;    // E8: rows per (sequence, kv-head) in q_rot (16, or a prefill's: lossy_ops.h)
 };
 
 #ifdef __CUDACC__

@@ -43,8 +43,9 @@
 // and a launch took 74 µs instead of 61 (H200, bench/cuda_attention_timeline.py). Results equal
 // the CPU's to about 2^-22 relative (the query parts and the weights' two fp16 parts;
 // tests/test_cuda_lossy.py holds them to 1e-4).
-// Decode-sized sequences (<= 16 rows) only, head dims 32, 64 and 128 (one tile per block); the
-// rest of an E8 cache's work is attention_lossy.cu's.
+// Decode-sized sequences (<= 16 rows) and, with lossy::e8_prefill_on_mma (the default), prefill-
+// sized ones, head dims 32, 64 and 128 (one tile per block); the rest of an E8 cache's work is
+// attention_lossy.cu's.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -483,9 +484,56 @@ __device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, f
   }
 }
 
-// Grid (kv-heads, n_split, sequences), kv-head fastest (attention.cu); sequences of more than 16
-// rows are left to attention_lossy.cu's kernel.
+// A prefill-sized sequence's rows r0 .. r0+3 of this warp, from run_rows_e8's state: the parts and
+// brackets summed as store_e8_state sums them, divided by the row's l, written to the output.
+// Lane (g, t < 2) holds rows 2t, 2t + 1 at channels 16 i + g and 16 i + g + 8; row r's m and l sit
+// on lane 4 r.
 template <int kD>
+__device__ __forceinline__ void write_e8_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
+                                              int32_t n_rows, float l, float (&o)[kD / 16][4], float (&oz)[4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int i = 0; i < kD / 16; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[i][c] += __shfl_xor_sync(kFull, o[i][c], 2) * (1.f / kLoScale);
+  float zt[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    oz[c] += __shfl_xor_sync(kFull, oz[c], 2) * (1.f / kLoScale);
+    oz[2 + c] += __shfl_xor_sync(kFull, oz[2 + c], 2) * (1.f / kLoScale);
+    zt[c] = oz[c] + oz[2 + c] * (1.f / kLoScale);
+  }
+#pragma unroll
+  for (int i = 0; i < kD / 16; ++i)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float z = __shfl_sync(kFull, zt[c], 4 * (i / 2) + tig);
+      o[i][c] += z;
+      o[i][2 + c] += z;
+    }
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int32_t rr = 2 * (tig & 1) + c;  // this lane's row of the M-tile (lanes t < 2 write)
+    const float lr = __shfl_sync(kFull, l, 4 * rr);
+    const int32_t R = r0 + rr;
+    if (tig < 2 && R < n_rows) {
+      float* op = out_row(P, s, kvh, R);
+      const float inv = lr > 0.f ? 1.f / lr : 0.f;
+#pragma unroll
+      for (int i = 0; i < kD / 16; ++i) {
+        op[16 * i + g] = o[i][c] * inv;
+        op[16 * i + g + 8] = o[i][2 + c] * inv;
+      }
+    }
+  }
+}
+
+// Grid (kv-heads, n_split or more, sequences), kv-head fastest (attention.cu). Sequences of more
+// than 16 rows: in the kPrefill kernel (launches with lossy::e8_prefill_on_mma), thread block y
+// takes row groups y, y + gridDim.y, ... of 16 rows, one M-tile per warp over its whole visible
+// range (as attention_mma.cuh's per-warp prefill), and writes its rows; else attention_lossy.cu's
+// kernel has them. (Decode-only launches run the kernel without: its SASS as before.)
+template <int kD, bool kPrefill = false>
 __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const KernelArgs P) {
   extern __shared__ __align__(16) uint8_t smem[];
   using Geo = E8Geom<kD>;
@@ -499,16 +547,42 @@ __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const Ker
   const AttnSeq s = P.seqs[blockIdx.z];
   const int32_t kvh = blockIdx.x, split = blockIdx.y;  // kv-head fastest (attention.cu)
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
-  if (n_rows <= 0 || n_rows > kRowsPerGroup) return;
+  // (Longer sequences of a launch without kPrefill are the CUDA-core kernel's.)
+  if (n_rows <= 0 || (n_rows > kRowsPerGroup && (!kPrefill || n_rows > P.rot_rows))) return;
+  const int32_t rot_rows = kPrefill ? P.rot_rows : kRowsPerGroup;
+  const float* q_rows = P.q_rot + ((int64_t)blockIdx.z * kv.n_head_kv + kvh) * rot_rows * kD;
+  const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
+  if (kPrefill && n_rows > kRowsPerGroup) {
+    // ---- prefill-sized: row groups of 16, one M-tile per warp, whole visible range ----
+    const int32_t W = P.a.sliding_window;
+    uint8_t* wbase = smem + Geo::kWarpsOff + warp * Geo::kWarpBytes;
+    for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += gridDim.y) {  // block-uniform
+      // This warp's blocks, and the row group's (for the test whether any is a slot).
+      auto range = [&](int32_t r, int32_t r_last, int32_t& b0, int32_t& b1) {
+        const int32_t p0 = s.pos0 + r / G, p1 = s.pos0 + min(n_rows - 1, r_last) / G;
+        b0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS;
+        b1 = p1 / KV_BLOCK_TOKENS + 1;
+      };
+      const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
+      int32_t b0 = 0, b1 = 0, B0, B1;
+      if (r0 < n_rows) range(r0, r0 + kRowsPerTile - 1, b0, b1);
+      range(rg * kRowsPerGroup, rg * kRowsPerGroup + kRowsPerGroup - 1, B0, B1);
+      bool slot = false;
+      for (int32_t b = B0 + (int32_t)threadIdx.x; b < B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
+      const bool has_slots = __syncthreads_or(slot);
+      float o[kD / 16][4], oz[4], m, l;
+      run_rows_e8<kD>(P, s, kvh, r0, n_rows, b0, b1, 1, wbase, tab, q_rows, has_slots, o, oz, m, l);
+      write_e8_rows<kD>(P, s, kvh, r0, n_rows, l, o, oz);
+    }
+    return;
+  }
   const DecodeSplit ds = decode_split(s, n_rows, G, P.a.sliding_window, P.n_split, split);
   if (split >= min(ds.n_live, P.n_split)) return;  // block-uniform, before the first barrier
   // The rotated queries only when some block of this split is a slot (a short context is all
   // raw pages).
-  const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
   bool slot = false;
   for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
   const bool has_slots = __syncthreads_or(slot);
-  const float* q_rows = P.q_rot + ((int64_t)blockIdx.z * kv.n_head_kv + kvh) * kRowsPerGroup * kD;
   stamp(P.timeline, kStampFirst);
 
   const DecodeWarp dw = decode_warp(n_rows, ds);

@@ -29,12 +29,13 @@ struct Args {
   AttentionArgs a;
   const AttnSeq* seqs;
   const float* q;
-  const float* q_rot;  // E8 decode-sized sequences: [seq][kv-head][16 rows][dk], rotated by the prep kernel
+  const float* q_rot;  // E8: [seq][kv-head][rot_rows][dk], the queries rotated by rotate_kernel
   float* out;
   float* part;         // [seq][kv-head][n_split][16 rows][dv + 2]: O, then m, l
   int32_t n_split;
   uint32_t stage_bytes, warp_bytes;
   int32_t skip_decode;  // 1: sequences of <= 16 rows are the E8 tensor-core kernel's (attention_e8_mma.cuh)
+  int32_t rot_rows;     // E8: rows per (sequence, kv-head) in q_rot (lossy_ops.h e8_rot_rows)
 };
 
 __device__ __forceinline__ float h2f(uint32_t bits16) { return __half2float(__ushort_as_half((unsigned short)bits16)); }
@@ -461,7 +462,7 @@ struct Attn {
         for (int r = 0; r < R; ++r)
           for (int c = lane; c < D; c += 32)
             qs[R * D + r * D + c] =
-                rows.valid[r] ? P.q_rot[(((size_t)seq * kv.n_head_kv + kvh) * kSplitRows + r0 + r) * D + c] : 0.f;
+                rows.valid[r] ? P.q_rot[(((size_t)seq * kv.n_head_kv + kvh) * P.rot_rows + r0 + r) * D + c] : 0.f;
       } else {
         __syncwarp();
         const float* scl = st.scale ? st.scale + (size_t)kvh * D : nullptr;  // centering: q~ = R (scale * q)

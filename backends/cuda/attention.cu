@@ -158,7 +158,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   }();
   // E8 with its prefill-sized sequences on the tensor cores too: enough splits for their row
   // groups (lossy::e8_prefill_on_mma), still kv-head fastest.
-  const int32_t rot_rows = e8 ? lossy::e8_rot_rows(kv, args) : lossy::kRotatedRows;
+  const int32_t rot_rows = e8 ? lossy::e8_rot_rows(kv, args, n_seqs) : lossy::kRotatedRows;
   const int32_t e8_y = e8 && rot_rows > attn::kRowsPerGroup
                            ? attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup)
                            : n_split;

@@ -53,17 +53,24 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   const int part = tid % kParts;
   const int32_t i = dc * kDims + tid / kParts;
   float4 rv[kMaxChunks];
-  if (i < d) {
-    const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * d);
+  auto load_r = [&] {
+    if (i < d) {
+      const float4* Ri = reinterpret_cast<const float4*>(st.rot + (size_t)i * d);
 #pragma unroll
-    for (int j = 0; j < kMaxChunks; ++j)
-      if (4 * (part + kParts * j) < d) rv[j] = Ri[part + kParts * j];
-  }
+      for (int j = 0; j < kMaxChunks; ++j)
+        if (4 * (part + kParts * j) < d) rv[j] = Ri[part + kParts * j];
+    }
+  };
+  // Slice 0's blocks load R before the wait for the previous kernel; a later slice's first learn
+  // whether their sequence reaches them (most of a batch's sequences are short).
+  if (slice == 0) load_r();
   const float* scl = st.scale ? st.scale + (size_t)kvh * d : nullptr;  // centering: q~ = R (scale * q)
   pdl_begin();
   const AttnSeq s = P.seqs[seq];
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
-  if (n_rows > P.rot_rows) return;  // (none: rot_rows covers the launch's largest sequence)
+  // (n_rows > rot_rows: none, rot_rows covers the launch's largest sequence.)
+  if (n_rows > P.rot_rows || slice * kSliceRows >= n_rows) return;
+  if (slice > 0) load_r();
   float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * P.rot_rows * d;
   const int32_t r_end = min(n_rows, (slice + 1) * kSliceRows);
   for (int32_t rb = slice * kSliceRows; rb < r_end; rb += kSplitRows) {
@@ -184,21 +191,27 @@ int32_t n_split_for(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seq
 
 }  // namespace
 
-bool e8_prefill_on_mma(const KVLayerView& kv, const AttentionArgs& a) {
+namespace {
+int64_t rot_rows_for(const KVLayerView& kv, const AttentionArgs& a) {
+  const int64_t rows = (int64_t)std::max(a.max_q, 0) * (a.n_head / kv.n_head_kv);
+  return std::max<int64_t>(kRotatedRows, (rows + kRotatedRows - 1) / kRotatedRows * kRotatedRows);
+}
+}  // namespace
+
+bool e8_prefill_on_mma(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs) {
   const char* e = std::getenv("GAACRT_CUDA_E8_MMA_PREFILL");
-  return e8_mma_ok(kv) && a.max_q > 0 && !(e && e[0] == '0');
+  return e8_mma_ok(kv) && a.max_q > 0 && !(e && e[0] == '0') &&
+         (size_t)n_seqs * kv.n_head_kv * rot_rows_for(kv, a) * kv.head_dim_k * sizeof(float) <= kMaxRotBytes;
 }
 
-int32_t e8_rot_rows(const KVLayerView& kv, const AttentionArgs& a) {
-  if (!e8_prefill_on_mma(kv, a)) return kRotatedRows;
-  const int64_t rows = (int64_t)a.max_q * (a.n_head / kv.n_head_kv);
-  return (int32_t)std::max<int64_t>(kRotatedRows, (rows + kRotatedRows - 1) / kRotatedRows * kRotatedRows);
+int32_t e8_rot_rows(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs) {
+  return e8_prefill_on_mma(kv, a, n_seqs) ? (int32_t)rot_rows_for(kv, a) : kRotatedRows;
 }
 
 size_t attention_scratch_bytes(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs, int sms) {
   const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
   const size_t units = (size_t)n_seqs * kv.n_head_kv;
-  return (units * e8_rot_rows(kv, a) * kv.head_dim_k + units * n_split * kSplitRows * (kv.head_dim_v + 2)) *
+  return (units * e8_rot_rows(kv, a, n_seqs) * kv.head_dim_k + units * n_split * kSplitRows * (kv.head_dim_v + 2)) *
          sizeof(float);
 }
 
@@ -225,7 +238,9 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
   const int32_t n_split = n_split_for(kv, a, n_seqs, sms);
   const size_t units = (size_t)n_seqs * kv.n_head_kv;
-  const int32_t rot_rows = kv.format == KVFormat::E8 ? e8_rot_rows(kv, a) : kRotatedRows;
+  // (The prefill rows only for the tensor-core kernel: the CUDA-core one rotates its own.)
+  const bool prefill_on_mma = decode_on_mma && e8_prefill_on_mma(kv, a, n_seqs);
+  const int32_t rot_rows = prefill_on_mma ? e8_rot_rows(kv, a, n_seqs) : kRotatedRows;
   float* q_rot = static_cast<float*>(scratch);
   float* part = q_rot + units * rot_rows * kv.head_dim_k;
   Args P{kv, a, seqs, q, q_rot, out, part, n_split, 0, 0, decode_on_mma ? 1 : 0, rot_rows};
@@ -238,7 +253,7 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   }
   // Decode steps only (max_q known and small), or every sequence on the tensor cores: the
   // tensor-core kernel has them all.
-  if (decode_on_mma && a.max_q > 0 && ((int64_t)a.max_q * G <= kSplitRows || e8_prefill_on_mma(kv, a))) return;
+  if (decode_on_mma && a.max_q > 0 && ((int64_t)a.max_q * G <= kSplitRows || prefill_on_mma)) return;
   // Prefill-sized sequences: a thread block per kW row tiles of R rows.
   const int32_t R = G == 1 ? 1 : (G == 2 ? 2 : 4);
   const int64_t max_rows = (int64_t)std::max(a.max_q, 0) * G;

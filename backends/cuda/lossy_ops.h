@@ -46,12 +46,15 @@ bool e8_mma_ok(const KVLayerView& kv);
 // (the tensor-core kernel's row group).
 constexpr int kRotatedRows = 16;
 
-// Whether the E8 tensor-core kernel also takes a launch's prefill-sized sequences (e8_mma_ok, the
-// launch's largest sequence known: AttentionArgs::max_q > 0); GAACRT_CUDA_E8_MMA_PREFILL=0 keeps
-// them on the CUDA-core kernel (read on every call).
-bool e8_prefill_on_mma(const KVLayerView& kv, const AttentionArgs& a);
+// Whether the E8 tensor-core kernel also takes a launch's prefill-sized sequences: e8_mma_ok, the
+// launch's largest sequence known (AttentionArgs::max_q > 0), and the rotated queries of n_seqs
+// sequences that long within kMaxRotBytes (a batch of many sequences beside a long one: the
+// CUDA-core kernel); GAACRT_CUDA_E8_MMA_PREFILL=0 keeps them on the CUDA-core kernel (read on
+// every call).
+constexpr size_t kMaxRotBytes = size_t(64) << 20;
+bool e8_prefill_on_mma(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs);
 // Rows per (sequence, kv-head) of the rotated queries: kRotatedRows, or with e8_prefill_on_mma the
 // launch's largest sequence's rows (max_q x the GQA group) rounded up to a multiple of it.
-int32_t e8_rot_rows(const KVLayerView& kv, const AttentionArgs& a);
+int32_t e8_rot_rows(const KVLayerView& kv, const AttentionArgs& a, int32_t n_seqs);
 
 }  // namespace gaacrt::cuda::lossy

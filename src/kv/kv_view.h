@@ -73,8 +73,8 @@ struct AttentionArgs {
   float scale;             // applied to q·k
   int32_t sliding_window;  // 0 = none; key at j is visible to a query at p iff p - j < window
   float softcap;           // 0 = none
-  // An upper bound on the n_q of the batch's sequences (the batch's token count will do; 0 =
-  // unknown). The sequences live in device memory, so this is what lets a GPU backend give a
+  // An upper bound on the n_q of the batch's sequences (the model's forward passes the largest
+  // n_q; the batch's token count would do; 0 = unknown). The sequences live in device memory, so this is what lets a GPU backend give a
   // prefill-sized sequence enough thread blocks without reading them back. It must be a true
   // bound: the CUDA backend shapes a launch it says is decode-only (every sequence at most 16
   // query rows) differently, and a longer sequence there would lose rows.

@@ -131,7 +131,9 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
   const auto* pos = reinterpret_cast<const int32_t*>(meta_ + m.pos);
   const auto* slots = reinterpret_cast<const KVTokenSlot*>(meta_ + m.slots);
   const auto* dseqs = reinterpret_cast<const AttnSeq*>(meta_ + m.seqs);
-  auto step = [&] { enqueue(b, cache, (int32_t)ns, ids, pos, slots, dseqs, n_out); };
+  int32_t max_q = 0;  // the largest sequence's tokens: AttentionArgs::max_q, a tight bound
+  for (const AttnSeq& sq : seqs) max_q = std::max(max_q, sq.n_q);
+  auto step = [&] { enqueue(b, cache, (int32_t)ns, ids, pos, slots, dseqs, n_out, max_q); };
 
   // Decode-sized steps: replay the step recorded for this key, or record it the second time the
   // key is seen (the first, eager, run has grown the backend's scratch to what the step needs).
@@ -177,7 +179,7 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
 }
 
 void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t* ids, const int32_t* pos,
-                      const KVTokenSlot* slots_all, const AttnSeq* dseqs, int32_t n_out) {
+                      const KVTokenSlot* slots_all, const AttnSeq* dseqs, int32_t n_out, int32_t max_q) {
   const ModelConfig& c = cfg_;
   const int32_t n = b.size();
   be_.get_rows(w_.token_embd, ids, n, c.embed_scale, x_);
@@ -200,7 +202,7 @@ void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t*
     const float* qkv_b[3] = {L.bq, L.bk, L.bv};
     be_.norm_qkv_rope_store(x_, L.attn_norm, c.rms_eps, n, c.n_embd, qkv_w, qkv_b, q_, k_, v_, xn_, c.n_head, L.q_norm,
                             L.k_norm, pos, c.rope_for(il), kv, slots);
-    const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f, n};
+    const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f, max_q};
     be_.attention(kv, args, lseqs, ns, q_, attn_);
     residual(L.wo, attn_, L.post_attn_norm);
 

@@ -168,14 +168,9 @@ size_t smem_for(KVFormat f, int R, int T, int NH) {
 }
 
 int smem_per_sm() {
-  static int cached[64] = {};
   int dev = 0;
   GAACRT_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 0 && dev < 64 && cached[dev]) return cached[dev];
-  int v = 0;
-  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-  if (dev >= 0 && dev < 64) cached[dev] = v;
-  return v;
+  return device_attr<cudaDevAttrMaxSharedMemoryPerMultiprocessor>(dev);
 }
 
 // Thread blocks per (sequence, kv-head): at most one wave of the blocks an SM holds (registers:

@@ -77,15 +77,18 @@ inline void launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   GAACRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-// The most dynamic shared memory a thread block of `device` may opt in to (cached per device).
-inline int max_dynamic_smem(int device) {
+// A device attribute, read once per device (the first 64; others every call).
+template <cudaDeviceAttr kAttr>
+inline int device_attr(int device) {
   static int cached[64] = {};
   if (device >= 0 && device < 64 && cached[device]) return cached[device];
   int v = 0;
-  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, device));
   if (device >= 0 && device < 64) cached[device] = v;
   return v;
 }
+// The most dynamic shared memory a thread block of `device` may opt in to.
+inline int max_dynamic_smem(int device) { return device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device); }
 
 // Lets Kernel use `bytes` of dynamic shared memory (above the default 48 KB takes an opt-in),
 // once per device: a kernel whose need is fixed.

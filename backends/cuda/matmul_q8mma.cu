@@ -371,29 +371,16 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
     __syncthreads();
   }
   // C: lane holds rows g and g + 8 of each m-tile, tokens 2 tig and 2 tig + 1 of each n-tile.
+  // GateAct: the up warps (wr = 1) hand their sums through shared memory (the tile is free: the
+  // loop ended on a barrier) to the gate warps holding the same rows and tokens, which write
+  // act(gate) · up: elementwise.cu's act_mul on the two results, in one launch.
+  float* ex = reinterpret_cast<float*>(smem) + (size_t)wt * (2 * NT * 4 * kWarpSize) + lane;
   if (gate) {
-    // The up warps (wr = 1) hand their sums through shared memory (the tile is free: the loop
-    // ended on a barrier) to the gate warps holding the same rows and tokens, which write
-    // act(gate) · up: elementwise.cu's act_mul on the two results, in one launch.
-    float* ex = reinterpret_cast<float*>(smem) + (size_t)wt * (2 * NT * 4 * kWarpSize) + lane;
     if (wr == 1)
 #pragma unroll
       for (int i = 0; i < 2 * NT * 4; ++i) ex[i * kWarpSize] = (&acc[0][0][0])[i];
     __syncthreads();
     if (wr == 1) return;
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t row = row0 + 16 * mt + g + 8 * (e >> 1);
-          const int64_t tok = tok0 + kWarpToks * wt + 8 * nt + 2 * tig + (e & 1);
-          const float u = ex[((mt * NT + nt) * 4 + e) * kWarpSize];
-          if (row < n_rows && tok < n_tok)
-            J.y[tok * n_rows + row] = jobs.act == 0 ? act_gate<0>(acc[mt][nt][e], u) : act_gate<1>(acc[mt][nt][e], u);
-        }
-    return;
   }
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -401,12 +388,18 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t row = row0 + 32 * wr + 16 * mt + g + 8 * (e >> 1);
+        const int64_t row = row0 + 32 * wr + 16 * mt + g + 8 * (e >> 1);  // GateAct: wr = 0 here
         const int64_t tok = tok0 + kWarpToks * wt + 8 * nt + 2 * tig + (e & 1);
+        const float a = acc[mt][nt][e];
         if (row >= n_rows || tok >= n_tok) continue;
-        const float v = J.bias ? acc[mt][nt][e] + J.bias[row] : acc[mt][nt][e];
         float* out = J.y + tok * n_rows + row;
-        *out = jobs.ep == MmaEpilogue::Add ? *out + v : v;  // Add: the matmul_add's residual, y + (x · wᵀ)
+        if (gate) {
+          const float u = ex[((mt * NT + nt) * 4 + e) * kWarpSize];
+          *out = jobs.act == 0 ? act_gate<0>(a, u) : act_gate<1>(a, u);
+        } else {
+          const float v = J.bias ? a + J.bias[row] : a;
+          *out = jobs.ep == MmaEpilogue::Add ? *out + v : v;  // Add: the matmul_add's residual, y + (x · wᵀ)
+        }
       }
 }
 
@@ -439,14 +432,6 @@ bool auto_wide(int64_t row_tiles, int64_t n_tok, int sms) {
   const int64_t slots = 2LL * sms;
   const int64_t narrow = row_tiles * ((n_tok + 63) / 64), wide = row_tiles * ((n_tok + 127) / 128);
   return (double)((wide + slots - 1) / slots) * kWideCost < (double)((narrow + slots - 1) / slots);
-}
-int sm_count(int device) {
-  static int cached[64] = {};
-  if (device >= 0 && device < 64 && cached[device]) return cached[device];
-  int v = 0;
-  GAACRT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device));
-  if (device >= 0 && device < 64) cached[device] = v;
-  return v;
 }
 }  // namespace
 
@@ -505,7 +490,7 @@ bool matmul_q8mma_group(const MmaGroup& grp, const float* x, int64_t n_tok, bool
   int device = 0;
   GAACRT_CUDA_CHECK(cudaGetDevice(&device));
   const int tile = matmul_q8mma_token_tile();
-  const bool wide_asked = tile == 128 || (tile == 0 && auto_wide(tiles, n_tok, sm_count(device)));
+  const bool wide_asked = tile == 128 || (tile == 0 && auto_wide(tiles, n_tok, device_attr<cudaDevAttrMultiProcessorCount>(device)));
   const int n_jobs = grp.ep == MmaEpilogue::GateAct ? 1 : grp.n;  // the jobs that own tiles
   return dispatch_weight(w, [&](auto bt) {
     using BT = decltype(bt);

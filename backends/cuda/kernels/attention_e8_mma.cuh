@@ -440,14 +440,12 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   }
 }
 
-// This warp's state into the shared merge buffer (merge_decode's layout): the parts summed
-// (columns n and n + 4 sit on lanes t and t ^ 2; the latter scaled by kLoScale), each group's
-// bracket added to its channels.
-// Lane (g, t < 2) then holds rows 2t, 2t + 1 at channels 16 i + g (o[i][0..1]) and 16 i + g + 8.
+// This warp's value accumulators folded: the parts summed (columns n and n + 4 sit on lanes t and
+// t ^ 2; the latter scaled by kLoScale), each group's bracket added to its channels. Lane (g,
+// t < 2) then holds rows 2t, 2t + 1 at channels 16 i + g (o[i][0..1]) and 16 i + g + 8.
 template <int kD>
-__device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, float l, float (&o)[kD / 16][4],
-                                               float (&oz)[4]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+__device__ __forceinline__ void fold_e8_state(float (&o)[kD / 16][4], float (&oz)[4]) {
+  const int tig = threadIdx.x & 3;
 #pragma unroll
   for (int i = 0; i < kD / 16; ++i)
 #pragma unroll
@@ -467,6 +465,14 @@ __device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, f
       o[i][c] += z;
       o[i][2 + c] += z;
     }
+}
+
+// This warp's state, folded, into the shared merge buffer (merge_decode's layout).
+template <int kD>
+__device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, float l, float (&o)[kD / 16][4],
+                                               float (&oz)[4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  fold_e8_state<kD>(o, oz);
   float* w = ws + warp * kRowsPerTile * (dv + 2);
   if (tig < 2)
 #pragma unroll
@@ -484,33 +490,13 @@ __device__ __forceinline__ void store_e8_state(float* ws, int32_t dv, float m, f
   }
 }
 
-// A prefill-sized sequence's rows r0 .. r0+3 of this warp, from run_rows_e8's state: the parts and
-// brackets summed as store_e8_state sums them, divided by the row's l, written to the output.
-// Lane (g, t < 2) holds rows 2t, 2t + 1 at channels 16 i + g and 16 i + g + 8; row r's m and l sit
-// on lane 4 r.
+// A prefill-sized sequence's rows r0 .. r0+3 of this warp, from run_rows_e8's state: folded
+// (fold_e8_state), divided by the row's l (on lane 4 r for row r), written to the output.
 template <int kD>
 __device__ __forceinline__ void write_e8_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                               int32_t n_rows, float l, float (&o)[kD / 16][4], float (&oz)[4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-#pragma unroll
-  for (int i = 0; i < kD / 16; ++i)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) o[i][c] += __shfl_xor_sync(kFull, o[i][c], 2) * (1.f / kLoScale);
-  float zt[2];
-#pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    oz[c] += __shfl_xor_sync(kFull, oz[c], 2) * (1.f / kLoScale);
-    oz[2 + c] += __shfl_xor_sync(kFull, oz[2 + c], 2) * (1.f / kLoScale);
-    zt[c] = oz[c] + oz[2 + c] * (1.f / kLoScale);
-  }
-#pragma unroll
-  for (int i = 0; i < kD / 16; ++i)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const float z = __shfl_sync(kFull, zt[c], 4 * (i / 2) + tig);
-      o[i][c] += z;
-      o[i][2 + c] += z;
-    }
+  fold_e8_state<kD>(o, oz);
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     const int32_t rr = 2 * (tig & 1) + c;  // this lane's row of the M-tile (lanes t < 2 write)

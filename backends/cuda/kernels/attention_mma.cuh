@@ -274,6 +274,36 @@ __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
   return (stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15u;  // keeps warps 16-aligned
 }
 
+// A row's online-softmax state before its first block.
+template <int kD>
+__device__ __forceinline__ void reset_row_state(float (&o)[kD / 8][4], float& m, float& l) {
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
+  m = -INFINITY;
+  l = 0.f;
+}
+
+// Starts the copies of a block (table entries e) into stage `slot` of the stages at `stages`
+// (K then V, kv_bytes each), keeping its entries in ents[slot] for the decode; bulk: by bulk copies
+// completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them.
+template <int kD, bool kGaac>
+__device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacStaging& gs, uint32_t half_bytes,
+                                            const uint32_t (&e)[TileGeom<kD>::kTiles], int slot, uint8_t* stages,
+                                            uint32_t kv_bytes, uint32_t* ents, uint64_t* bars, bool bulk, int lane) {
+  constexpr int kT = TileGeom<kD>::kTiles;
+  uint8_t* sk = stages + (2 * slot) * kv_bytes;
+  if (lane == 0)
+#pragma unroll
+    for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
+  uint64_t* bar = bulk ? bars + slot : nullptr;
+  if constexpr (kGaac)
+    issue_gaac<kD>(kv, gs, e, sk, sk + kv_bytes, half_bytes, lane, bar);
+  else
+    issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
+}
+
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
 // below b_end: leaves this lane's row state (parts not yet summed) in o, m, l.
 // pdl_wait: this warp waits for the previous kernel (PDL) here, after issuing the copies of its
@@ -294,12 +324,7 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
   const int32_t pos = tr.pos, lo = tr.lo, len = s.pos0 + s.n_q;  // len: tokens in the cache
 
-#pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
-  m = -INFINITY;
-  l = 0.f;
+  reset_row_state<kD>(o, m, l);
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;  // one stage's K (or V)
   uint8_t* dec = wbase + kS * 2 * kv_bytes;  // GAAC: decoded K, V (or one tile for both, kB = 3)
@@ -322,7 +347,8 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   // GAAC's slots are one bulk copy each (lane 0), when the layer's slots copy whole: always bulk.
   const bool bulk = kBulk && (kGaac || n_iter >= P.bulk_min_blocks);
 
-  // Issues block `it` of this warp from its entries `e` into stage it % kS (entries kept for the decode).
+  // Issues block `it` of this warp from its entries `e` into stage it % kS (entries kept for the
+  // decode). (issue_stage's body, written out: called here, it changed the decode kernels' SASS.)
   auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {
     const int slot = it % kS;
     uint8_t* sk = wbase + (2 * slot) * kv_bytes;
@@ -457,12 +483,7 @@ __device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnS
   const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
   const int32_t pos = tr.pos, lo = tr.lo, len = s.pos0 + s.n_q;
 
-#pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
-  m = -INFINITY;
-  l = 0.f;
+  reset_row_state<kD>(o, m, l);
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
   uint8_t* dec = base + kSS * 2 * kv_bytes;  // GAAC: the decoded K and V tiles
@@ -480,16 +501,7 @@ __device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnS
 
   const GaacStaging& gs = P.gaac_stage;
   auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // warp 0 only
-    const int slot = it % kSS;
-    uint8_t* sk = base + (2 * slot) * kv_bytes;
-    if (lane == 0)
-#pragma unroll
-      for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
-    uint64_t* bar = bulk ? bars + slot : nullptr;
-    if constexpr (kGaac)
-      issue_gaac<kD>(kv, gs, e, sk, sk + kv_bytes, P.half_bytes, lane, bar);
-    else
-      issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
+    issue_stage<kD, kGaac>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane);
   };
   EntryStream<kT> es;  // warp 0's
   if (warp == 0) {

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import gaacrt
+from fixtures.cuda_target import CUDA
 from fixtures.tiny_models import ARCHS, write_tiny_model
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -47,5 +48,6 @@ def cpu():
 
 @pytest.fixture(scope="module")
 def cuda():
-    """The CUDA backend (only requested by tests skipped where no GPU is usable)."""
-    return gaacrt._core.open_backend("cuda")
+    """The CUDA backend (only requested by tests skipped where it cannot run): the GPU, or the CUDA
+    emulation when GAACRT_TEST_CUDA_BACKEND=cuda-emulated (fixtures/cuda_target.py)."""
+    return gaacrt._core.open_backend(CUDA)

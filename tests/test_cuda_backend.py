@@ -11,21 +11,21 @@ from gaacrt import _core
 
 gguf = pytest.importorskip("gguf")
 from fixtures.tiny_quant import ALL_TYPES, random_rows  # noqa: E402
+from fixtures.cuda_target import CUDA, REASON
 
 T = gguf.GGMLQuantizationType
 
-REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 
 def test_cuda_device_query_reports_a_real_gpu():
-    devs = gaacrt.cuda_devices()
+    devs = gaacrt.cuda_devices(CUDA)
     assert devs, "cuda_unavailable_reason() is empty but no device is listed"
     d = devs[0]
     print("CUDA device:", d)
     assert d["total_memory"] > 1 << 30 and d["multiprocessors"] > 0
     assert d["compute_capability"] >= (8, 0)
-    assert "cuda" in gaacrt.compiled_backends()
+    assert CUDA in gaacrt.compiled_backends()
 
 
 @pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.name)
@@ -140,7 +140,7 @@ def test_cuda_int8_prefill_matmul_sums_the_integers_of_its_reference(cuda, cpu, 
     ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
     y = cuda.matmul(raw, int(t), x)
     if act == "q8":
-        cuda8 = _core.open_backend("cuda", act_bits=8)  # the decode matvec on 8-bit x
+        cuda8 = _core.open_backend(CUDA, act_bits=8)  # the decode matvec on 8-bit x
         same = np.concatenate([cuda8.matmul(raw, int(t), x[i:i + 8]) for i in range(0, n_tok, 8)])
     else:
         same = cpu.matmul(raw, int(t), x)
@@ -159,7 +159,7 @@ def test_cuda_int8_prefill_token_tiles_give_the_same_bits(cuda, t, n_cols, act, 
     # GGUF one, and a partial 256-column step (IQ4_NL at 224, Q5_1 at 736).
     # (On an H200 every type here takes 128-token blocks; devices allowing a thread block under
     # 117 KiB of shared memory run the types with a min term (Q4_K, Q5_1) at 64 both times.)
-    if t in (T.Q4_K, T.Q5_1) and gaacrt.cuda_devices()[0]["compute_capability"] < (9, 0):
+    if t in (T.Q4_K, T.Q5_1) and gaacrt.cuda_devices(CUDA)[0]["compute_capability"] < (9, 0):
         pytest.skip("this device runs the 128-token tile of types with a min term at 64 tokens")
     monkeypatch.setenv("GAACRT_CUDA_MMA_MATMUL", act)
     rng = np.random.default_rng(n_cols + (1 if act == "q8" else 2))
@@ -184,7 +184,7 @@ def test_cuda_two_rows_per_warp_matvec_gives_the_same_bits(cuda, t, n_rows, n_co
     # second row past the end), the group-of-eight layout (Q4_0, Q8_0, Q6_K at 4,096 columns) and
     # the GGUF one (Q6_K at 4,352).
     # (Up to 2,048 columns one token takes matvec_q8_self, which quantizes x itself.)
-    be = cuda if act_bits == 16 else _core.open_backend("cuda", act_bits=8)
+    be = cuda if act_bits == 16 else _core.open_backend(CUDA, act_bits=8)
     rng = np.random.default_rng(n_rows * n_cols)
     raw = random_rows(t, n_rows, n_cols, rng)
     x = rng.standard_normal((1, n_cols)).astype(np.float32)
@@ -216,10 +216,10 @@ def test_cuda_8bit_activations_follow_the_backend_setting(cpu, t, n_tok):
     x = rng.standard_normal((n_tok, 2048)).astype(np.float32)
     x[:, :32] *= 1e-3  # a small block beside large ones: its own scale
     ref = x.astype(np.float64) @ cpu.dequantize(raw, int(t)).astype(np.float64).T
-    y16 = _core.open_backend("cuda", act_bits=16).matmul(raw, int(t), x)
-    y8 = _core.open_backend("cuda", act_bits=8).matmul(raw, int(t), x)
+    y16 = _core.open_backend(CUDA, act_bits=16).matmul(raw, int(t), x)
+    y8 = _core.open_backend(CUDA, act_bits=8).matmul(raw, int(t), x)
     err = lambda y: np.linalg.norm(y - ref) / np.linalg.norm(ref)  # noqa: E731
     assert np.linalg.norm(y16 - cpu.matmul(raw, int(t), x)) / np.linalg.norm(ref) < 1e-5
     assert err(y16) < 1e-4 and 1e-3 < err(y8) < 1.5e-2
     with pytest.raises(gaacrt.GaacrtError, match="act_bits"):
-        _core.open_backend("cuda", act_bits=4)
+        _core.open_backend(CUDA, act_bits=4)

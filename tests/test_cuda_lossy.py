@@ -12,8 +12,8 @@ import pytest
 import gaacrt
 from gaacrt import _core
 from fixtures.backend_compare import batch_decode_logits, rel
+from fixtures.cuda_target import CUDA, REASON
 
-REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 
@@ -145,7 +145,7 @@ def run_logits(model, toks, n_prefill, cache, center=False):
 @pytest.mark.parametrize("cache,center", [("e8", False), ("e8", True), ("q8", False), ("kivi2", False)])
 def test_cuda_lossy_model_logits_match_cpu(smollm2, cache, center):
     cpu = gaacrt.Model(str(smollm2), backend="cpu", n_threads=4)
-    gpu = gaacrt.Model(str(smollm2), backend="cuda")
+    gpu = gaacrt.Model(str(smollm2), backend=CUDA)
     rng = np.random.default_rng(6)
     toks = [int(t) for t in rng.integers(3, cpu.n_vocab, 330)]
     a, sa = run_logits(cpu, toks, 300, cache, center)
@@ -165,7 +165,7 @@ def test_cuda_lossy_batched_decode_matches_cpu(smollm2, cache):
     # Three sequences of one batch, two of them past the raw window (slots and raw pages), decoded
     # together: one attention launch over sequences of different lengths.
     cpu = gaacrt.Model(str(smollm2), backend="cpu", n_threads=4)
-    gpu = gaacrt.Model(str(smollm2), backend="cuda")
+    gpu = gaacrt.Model(str(smollm2), backend=CUDA)
     rng = np.random.default_rng(8)
     prompts = [[int(t) for t in rng.integers(3, cpu.n_vocab, n)] for n in (230, 170, 20)]
     want, _ = batch_decode_logits(cpu, prompts, 8, n_ctx=256, cache=cache)

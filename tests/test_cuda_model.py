@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import gaacrt
+from fixtures.cuda_target import CUDA, REASON
 
-REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 pytest.importorskip("gguf")
@@ -33,7 +33,7 @@ def model_path(request, tmp_path_factory):
 def test_cuda_model_logits_match_cpu(model_path, act_bits):
     # act_bits: both backends' activation precision (16, the default, or llama.cpp's 8).
     cpu = gaacrt.Model(str(model_path), backend="cpu", n_threads=4, act_bits=act_bits)
-    gpu = gaacrt.Model(str(model_path), backend="cuda", act_bits=act_bits)
+    gpu = gaacrt.Model(str(model_path), backend=CUDA, act_bits=act_bits)
     rng = np.random.default_rng(3)
     toks = [int(t) for t in rng.integers(3, cpu.n_vocab, 140)]
     a, _ = logits_run(cpu, toks, 120, 20)
@@ -64,10 +64,10 @@ def test_cuda_q4_0_model_in_the_group8_layout_matches_cpu(tmp_path, monkeypatch)
     cpu = gaacrt.Model(str(path), backend="cpu", n_threads=4)
     toks = [int(t) for t in np.random.default_rng(6).integers(3, cpu.n_vocab, 60)]
     want, _ = logits_run(cpu, toks, 50, 10)
-    got, _ = logits_run(gaacrt.Model(str(path), backend="cuda"), toks, 50, 10)
+    got, _ = logits_run(gaacrt.Model(str(path), backend=CUDA), toks, 50, 10)
     assert_close_logits(got, want)
     monkeypatch.setenv("GAACRT_CUDA_GROUP8", "0")
-    plain, _ = logits_run(gaacrt.Model(str(path), backend="cuda"), toks, 50, 10)
+    plain, _ = logits_run(gaacrt.Model(str(path), backend=CUDA), toks, 50, 10)
     assert np.array_equal(got[:50].view(np.uint32), plain[:50].view(np.uint32))
     # Decode: each layout's matvec rounds its float partial sums in its own order, and the next
     # int8 quantization of the activations turns an ulp at a rounding edge into a whole step
@@ -90,7 +90,7 @@ def test_cuda_qkv_rope_in_one_launch_is_bit_identical(tmp_path, monkeypatch, arc
     toks = [int(t) for t in np.random.default_rng(8).integers(3, n_vocab, 40)]
 
     def run():
-        m = gaacrt.Model(str(path), backend="cuda")
+        m = gaacrt.Model(str(path), backend=CUDA)
         s = m.session(n_ctx=64)
         s.eval(toks[:20])
         rows = []
@@ -129,7 +129,7 @@ def test_cuda_prefill_groups_are_bit_identical_to_a_launch_per_weight(tmp_path, 
     toks = [int(t) for t in np.random.default_rng(10).integers(3, n_vocab, 156)]
 
     def run():
-        s = gaacrt.Model(str(path), backend="cuda", act_bits=act_bits).session(n_ctx=256)
+        s = gaacrt.Model(str(path), backend=CUDA, act_bits=act_bits).session(n_ctx=256)
         s.eval(toks[:150])
         rows = [s.logits()]
         for t in toks[150:]:
@@ -148,7 +148,7 @@ def test_cuda_prefill_groups_are_bit_identical_to_a_launch_per_weight(tmp_path, 
 
 
 def test_cuda_gaac_logits_are_bit_identical_to_bf16(model_path):
-    gpu = gaacrt.Model(str(model_path), backend="cuda")
+    gpu = gaacrt.Model(str(model_path), backend=CUDA)
     rng = np.random.default_rng(4)
     toks = [int(t) for t in rng.integers(3, gpu.n_vocab, 330)]
     a, _ = logits_run(gpu, toks, 300, 30, cache="bf16")
@@ -171,8 +171,9 @@ import numpy as np
 import gaacrt
 sys.path.insert(0, sys.argv[1])
 from fixtures.backend_compare import assert_close_logits, logits_run
+from fixtures.cuda_target import CUDA
 path = sys.argv[2]
-gpu = gaacrt.Model(path, backend="cuda")
+gpu = gaacrt.Model(path, backend=CUDA)
 cpu = gaacrt.Model(path, backend="cpu", n_threads=4)
 toks = [int(t) for t in np.random.default_rng(6).integers(3, gpu.n_vocab, 700)]
 a, _ = logits_run(gpu, toks, 660, 40, cache="bf16")
@@ -223,7 +224,7 @@ def _chunked_prefill_shared_vs_per_warp(gpu, cache, monkeypatch, n_tok=330):
 def test_cuda_prefill_on_one_stream_per_thread_block_is_bit_identical(model_path, cache, monkeypatch):
     # SmolLM2's shape (head 64, 3 query heads per kv-head) and Gemma-3's (head 256: two tiles per
     # head, four decode rounds, one per warp; a sliding window of 64 on its local layers).
-    _chunked_prefill_shared_vs_per_warp(gaacrt.Model(str(model_path), backend="cuda"), cache, monkeypatch)
+    _chunked_prefill_shared_vs_per_warp(gaacrt.Model(str(model_path), backend=CUDA), cache, monkeypatch)
 
 
 def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypatch):
@@ -235,7 +236,7 @@ def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypa
     for n_head_kv, head_dim in ((8, 128), (2, 128), (2, 80)):
         path = write_tiny_model(tmp_path / f"h{head_dim}_{n_head_kv}.gguf", "llama", seed=7, weight_type="q8_0",
                                 n_layers=2, n_embd=256, n_head=8, n_head_kv=n_head_kv, head_dim=head_dim, n_ff=256)
-        gpu = gaacrt.Model(str(path), backend="cuda")
+        gpu = gaacrt.Model(str(path), backend=CUDA)
         a = _chunked_prefill_shared_vs_per_warp(gpu, "bf16", monkeypatch)
         b = _chunked_prefill_shared_vs_per_warp(gpu, "gaac", monkeypatch)
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"GAAC differs from BF16 ({path.name})"
@@ -243,7 +244,7 @@ def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypa
 
 def test_cuda_batched_decode_matches_cpu(model_path):
     cpu = gaacrt.Model(str(model_path), backend="cpu", n_threads=4)
-    gpu = gaacrt.Model(str(model_path), backend="cuda")
+    gpu = gaacrt.Model(str(model_path), backend=CUDA)
     rng = np.random.default_rng(5)
     prompts = [[int(t) for t in rng.integers(3, cpu.n_vocab, n)] for n in (40, 75, 9)]
     want, _ = batch_decode_logits(cpu, prompts, 6)
@@ -260,7 +261,7 @@ def test_cuda_graph_decode_is_bit_identical_to_eager(model_path, cache, monkeypa
     """40 decode steps after a 10-token prompt (crossing the 16/32/48 block boundaries; the GAAC
     cache calibrates itself at the first full block, which changes what a recorded step bakes in):
     replayed CUDA graphs give the eager logits bit for bit."""
-    gpu = gaacrt.Model(str(model_path), backend="cuda")
+    gpu = gaacrt.Model(str(model_path), backend=CUDA)
     rng = np.random.default_rng(6)
     toks = [int(t) for t in rng.integers(3, gpu.n_vocab, 50)]
     monkeypatch.setenv("GAACRT_CUDA_GRAPH", "0")
@@ -278,7 +279,7 @@ def test_cuda_graph_decode_is_bit_identical_to_eager(model_path, cache, monkeypa
 
 
 def test_cuda_graph_batched_decode_is_bit_identical_to_eager(model_path, monkeypatch):
-    gpu = gaacrt.Model(str(model_path), backend="cuda")
+    gpu = gaacrt.Model(str(model_path), backend=CUDA)
     rng = np.random.default_rng(7)
     prompts = [[int(t) for t in rng.integers(3, gpu.n_vocab, n)] for n in (12, 30, 5)]
     outs = []

@@ -9,12 +9,12 @@ import pytest
 import gaacrt
 from gaacrt import _core
 from fixtures.backend_compare import ROPE_CASES, rel, rope_case
+from fixtures.cuda_target import CUDA, REASON
 
 gguf = pytest.importorskip("gguf")
 from gguf.quants import quantize  # noqa: E402
 
 T = gguf.GGMLQuantizationType
-REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import gaacrt
+from fixtures.cuda_target import CUDA, REASON
 
-REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 pytest.importorskip("gguf")
@@ -47,7 +47,7 @@ def real_logits(path, backend, act_bits):
 def test_real_smollm2_logits_match_cpu(smollm2):
     # Both backends at the default 16-bit activations. (The GPU's decode matvec once ran on 8-bit
     # x whatever the setting: against the CPU the decode rows then missed by 0.0725.)
-    a, b = real_logits(smollm2, "cpu", 16), real_logits(smollm2, "cuda", 16)
+    a, b = real_logits(smollm2, "cpu", 16), real_logits(smollm2, CUDA, 16)
     print(f"real SmolLM2, 16-bit activations, {len(a)} rows: max relative L2 {rows_rel(b, a).max():.3g}")
     assert_close_logits(b, a)
 
@@ -60,7 +60,7 @@ def test_real_smollm2_8bit_activations_are_as_good_as_the_cpus(smollm2):
     # to the 16-bit reference as the CPU's is.
     ref = real_logits(smollm2, "cpu", 16)
     e_cpu = rows_rel(real_logits(smollm2, "cpu", 8), ref)
-    e_gpu = rows_rel(real_logits(smollm2, "cuda", 8), ref)
+    e_gpu = rows_rel(real_logits(smollm2, CUDA, 8), ref)
     print(f"real SmolLM2 at 8 bits vs the CPU at 16: CPU mean {e_cpu.mean():.3g} max {e_cpu.max():.3g}, "
           f"GPU mean {e_gpu.mean():.3g} max {e_gpu.max():.3g}")
     assert e_gpu.mean() <= 1.25 * e_cpu.mean() and e_gpu.max() <= 1.5 * e_cpu.max()
@@ -71,7 +71,7 @@ def test_real_smollm2_greedy_reply_matches_cpu(smollm2):
     # every step. The GPU must pick the same token wherever the CPU's top-2 margin exceeds 0.5
     # (below that, a rounding difference may decide a near-tie, as between any two backends).
     cpu = gaacrt.Model(smollm2, backend="cpu", n_threads=8)
-    gpu = gaacrt.Model(smollm2, backend="cuda")
+    gpu = gaacrt.Model(smollm2, backend=CUDA)
     prompt = cpu.apply_chat_template([{"role": "user", "content": "Name three uses of a lighthouse, one line each."}])
     toks = cpu.tokenize(prompt, parse_special=True)
     sc, sg = cpu.session(n_ctx=256), gpu.session(n_ctx=256)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import gaacrt
+from fixtures.cuda_target import CUDA, REASON
 
-REASON = gaacrt.cuda_unavailable_reason()
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
 
 pytest.importorskip("gguf")
@@ -27,7 +27,8 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 import gaacrt
 from fixtures.backend_compare import logits_run
-gpu = gaacrt.Model(sys.argv[2], backend="cuda")
+from fixtures.cuda_target import CUDA
+gpu = gaacrt.Model(sys.argv[2], backend=CUDA)
 toks = [int(t) for t in np.random.default_rng(6).integers(3, gpu.n_vocab, 700)]
 a, _ = logits_run(gpu, toks, 660, 40, cache=sys.argv[3])
 np.save(sys.argv[4], a)

@@ -18,17 +18,17 @@ from gaacrt import _core
 
 gguf = pytest.importorskip("gguf")
 from fixtures.tiny_quant import random_rows  # noqa: E402
+from fixtures.cuda_target import CUDA, REASON
 
 T = gguf.GGMLQuantizationType
 TYPES = [T.Q4_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q4_K, T.Q6_K, T.IQ4_XS]
-CUDA_REASON = gaacrt.cuda_unavailable_reason()
 
 
-@pytest.fixture(scope="module", params=["cpu", "cuda"])
+@pytest.fixture(scope="module", params=["cpu", CUDA])
 def backend(request):
-    if request.param == "cuda" and CUDA_REASON:
-        pytest.skip(f"no usable CUDA device: {CUDA_REASON}")
-    return _core.open_backend(request.param, n_threads=2) if request.param == "cpu" else _core.open_backend("cuda")
+    if request.param == CUDA and REASON:
+        pytest.skip(f"no usable CUDA device: {REASON}")
+    return _core.open_backend(request.param, n_threads=2) if request.param == "cpu" else _core.open_backend(CUDA)
 
 
 def same_bits(a, b):

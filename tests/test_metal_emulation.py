@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCES = ["backends/metal/emulation/runtime.cpp", "backends/metal/emulation/fiber.cpp", "tests/metal/emulation_probe.cpp"]
+SOURCES = ["backends/metal/emulation/runtime.cpp", "backends/emulation/fiber.cpp", "tests/metal/emulation_probe.cpp"]
 KERNELS = "tests/metal/probe_kernels.metal"
 FLAGS = ["-std=c++17", "-O1", "-ffp-contract=off", "-Wall", "-Wno-attributes", "-Wno-unused-parameter",
          f"-I{ROOT / 'src'}", f"-I{ROOT / 'backends'}"]

@@ -32,8 +32,12 @@ enum Stamp : int {
 #ifdef __CUDACC__
 __device__ __forceinline__ void stamp(uint64_t* t, Stamp k) {
   if (t == nullptr || threadIdx.x != 0) return;
+#if defined(GAACRT_CUDA_EMULATION)
+  const uint64_t ns = gaacrt_cuda_emu::globaltimer_ns();
+#else
   uint64_t ns;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+#endif
   t[((uint64_t)blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z)) * kStamps + k] = ns;
 }
 #endif

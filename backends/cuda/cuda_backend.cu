@@ -30,7 +30,7 @@ CudaBackend::CudaBackend(int device, int act_bits) : device_(device), q16_(act_b
   GAACRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   cudaDeviceProp p;
   GAACRT_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
-  info_.backend = "cuda";
+  info_.backend = kBackendName;
   info_.index = device;
   info_.name = p.name;
   info_.total_memory = p.totalGlobalMem;

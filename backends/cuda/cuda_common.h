@@ -19,6 +19,17 @@ inline void check(cudaError_t e, const char* what) {
 
 constexpr int kWarpSize = 32;
 
+// The backend's registered name: the same sources compiled as C++ under the CUDA emulation
+// (emulation/cuda_emu.h, cuda_emulation.cmake) are the backend "cuda-emulated".
+#if defined(GAACRT_CUDA_EMULATION)
+constexpr const char* kBackendName = "cuda-emulated";
+// The kernel's dynamic shared memory as a byte array `name` (extern __shared__ under nvcc).
+#define GAACRT_DYNAMIC_SMEM(name) GAACRT_EMU_DYNAMIC_SMEM(name)
+#else
+constexpr const char* kBackendName = "cuda";
+#define GAACRT_DYNAMIC_SMEM(name) extern __shared__ __align__(16) uint8_t name[]
+#endif
+
 // Blocks of `threads` covering n items with a grid-stride loop (capped: the loop does the rest).
 inline unsigned grid_for_items(int64_t n, int threads) {
   const int64_t g = (n + threads - 1) / threads;

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/devices.h"
+#include "cuda_common.h"
 #include "cuda_backend.h"
 
 namespace gaacrt::cuda {
@@ -18,7 +19,7 @@ std::vector<DeviceInfo> list_cuda() {
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
     DeviceInfo d;
-    d.backend = "cuda";
+    d.backend = kBackendName;
     d.index = i;
     d.name = p.name;
     d.total_memory = p.totalGlobalMem;
@@ -46,7 +47,7 @@ std::unique_ptr<Backend> create_cuda(const BackendParams& p) {
   return std::make_unique<CudaBackend>(p.device, p.act_bits);
 }
 
-const BackendRegistrar kRegisterCuda{{"cuda", &list_cuda, &cuda_reason, &create_cuda}};
+const BackendRegistrar kRegisterCuda{{kBackendName, &list_cuda, &cuda_reason, &create_cuda}};
 
 }  // namespace
 }  // namespace gaacrt::cuda

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) matmul_mma_kernel(const uint8_t* __r
                                                               const float* __restrict__ x, int64_t n_tok,
                                                               float* __restrict__ y, const float* __restrict__ bias) {
   pdl_begin();
-  extern __shared__ __align__(16) uint8_t smem[];
+  GAACRT_DYNAMIC_SMEM(smem);
   uint16_t* w_hi = reinterpret_cast<uint16_t*>(smem);
   uint16_t* w_lo = w_hi + kRowsT * kStride;
   uint16_t* x_hi = w_lo + kRowsT * kStride;

@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
   // 0, 4, 8, ... it is stored in 16-byte runs.
   constexpr bool kWholeBlockPiece = L == 1 && P::G == 1 && P::W * 4 == QK && contiguous_words<P>();
   pdl_begin();
-  extern __shared__ __align__(16) uint8_t smem[];
+  GAACRT_DYNAMIC_SMEM(smem);
   Tile<kMin, kQ16, kToksT>& T = *reinterpret_cast<Tile<kMin, kQ16, kToksT>*>(smem);
   constexpr int kWarpToks = kToksT / 4, NT = kWarpToks / 8;  // a warp's tokens and its n-tiles of 8
   // This block's job (selected field by field: an index into the parameters would copy them to
@@ -435,9 +435,9 @@ bool auto_wide(int64_t row_tiles, int64_t n_tok, int sms) {
 }
 }  // namespace
 
-size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
-  return (size_t)(q16 ? 2 : 1) * n_tok * n_cols + 2 * sizeof(float) * (size_t)n_tok * (n_cols / 32) + 64;
-}
+// The quantized x: 8 bits is quantize_q8's layout (q, d, s and the Σq array n: xq_bytes), 16 bits
+// quantize_q16_kernel's (high bytes, low bytes, d, s: within xq_bytes too).
+size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) { return xq_bytes(n_tok, n_cols, q16) + 64; }
 
 bool matmul_q8mma_group(const MmaGroup& grp, const float* x, int64_t n_tok, bool q16, void* scratch,
                         cudaStream_t stream) {

@@ -72,7 +72,7 @@ template <typename Block, int QK, int T, bool kQ16, bool kAccumulate>
 __global__ void __launch_bounds__(kSelfRows * kWarpSize)
 matvec_q8_self_kernel(const uint8_t* __restrict__ w, size_t row_stride, int64_t n_rows, int64_t n_cols, int n_tok,
                       const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ bias) {
-  extern __shared__ __align__(16) uint8_t smem[];
+  GAACRT_DYNAMIC_SMEM(smem);
   const int64_t n_blocks = n_tok * (n_cols / 32);
   const Q8Act sx = q8_act(smem, n_tok, n_cols, kQ16);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;

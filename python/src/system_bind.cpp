@@ -21,9 +21,9 @@ void bind_system(nb::module_& m) {
       }, "SIMD paths compiled in and supported by this CPU, slowest first");
   m.def("compiled_backends", [] { return compiled_backends(); },
         "backends built into this library, e.g. ['cpu', 'cuda']");
-  m.def("cuda_devices", [] {
+  m.def("cuda_devices", [](const std::string& backend) {
         nb::list out;
-        for (const DeviceInfo& d : list_devices("cuda")) {
+        for (const DeviceInfo& d : list_devices(backend)) {
           nb::dict e;
           e["index"] = d.index;
           e["name"] = d.name;
@@ -33,7 +33,9 @@ void bind_system(nb::module_& m) {
           out.append(e);
         }
         return out;
-      }, "CUDA devices visible to the CUDA backend (empty when it is not built or no GPU is present)");
+      }, nb::arg("backend") = "cuda",
+      "CUDA devices visible to the CUDA backend (empty when it is not built or no GPU is present); "
+      "backend='cuda-emulated': the CUDA emulation's one device");
   m.def("cuda_unavailable_reason", [] { return device_unavailable_reason("cuda"); },
         "why no CUDA device can be used here ('' when one can)");
 }

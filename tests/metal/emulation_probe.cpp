@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "metal/emulation/fiber.h"
+#include "emulation/fiber.h"
 #include "metal/emulation/runtime.h"
 
 namespace {
@@ -46,7 +46,7 @@ std::vector<float> run(const char* name, uint32_t threads, uint32_t n, std::vect
 }  // namespace
 
 int main() {
-  std::printf("fiber switch: %s\n", msl_emu::fiber_switch_kind());
+  std::printf("fiber switch: %s\n", gaacrt_emu::fiber_switch_kind());
   {
     const auto o = run("simd_ops", 64, 0);
     bool sum = true, mx = true, mn = true, xr = true, down = true, pre = true, bc = true, rev = true;

@@ -85,9 +85,13 @@ constexpr float kMagic = 12582912.f;
 // (x & mask) | bits in one lop3: mask and bits arrive in registers (set once, outside the loops),
 // since a LOP3 takes one immediate and the compiler would otherwise spend two instructions.
 __device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t bits) {
+#if defined(GAACRT_CUDA_EMULATION)
+  return (x & mask) | bits;
+#else
   uint32_t d;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(mask), "r"(bits));
   return d;
+#endif
 }
 
 // This lane's int8 A fragments of q~ (its M-tile row g % 4) and the constants that turn its two
@@ -382,9 +386,9 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   auto page = [&](uint32_t e) { return e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes; };
   EntryStream<2> es;
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
-  es.issue_first<kS>(issue);
+  es.template issue_first<kS>(issue);
   for (int32_t it = 0; it < n_iter; ++it) {
-    es.issue_ahead<kS>(it, issue);
+    es.template issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
     if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... or its bulk copies
     __syncwarp();             // ... and every lane's
@@ -521,7 +525,7 @@ __device__ __forceinline__ void write_e8_rows(const KernelArgs& P, const AttnSeq
 // kernel has them. (Decode-only launches run the kernel without: its SASS as before.)
 template <int kD, bool kPrefill = false>
 __global__ void __launch_bounds__(kThreads, 3) attention_e8_mma_kernel(const KernelArgs P) {
-  extern __shared__ __align__(16) uint8_t smem[];
+  GAACRT_DYNAMIC_SMEM(smem);
   using Geo = E8Geom<kD>;
   const KVLayerView& kv = P.kv;
   stamp(P.timeline, kStampStart);

@@ -42,11 +42,21 @@ __device__ __forceinline__ float h2f(uint32_t bits16) { return __half2float(__us
 __device__ __forceinline__ float bf2f(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(GAACRT_CUDA_EMULATION)
+  gaacrt_cuda_emu::cp_async(smem, gmem, 16, 16);
+#else
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#endif
 }
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(GAACRT_CUDA_EMULATION)
+  gaacrt_cuda_emu::cp_async_wait(N);
+#else
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
 
 // Butterfly reduce-scatter over the lanes xor O, O/2, ..., 1 of N values: each step halves the
 // values a lane keeps (the upper half where lane & O); `base` gathers the kept index offset.
@@ -373,10 +383,10 @@ struct Attn {
     };
     EntryStream<2 * NH> es;  // the table entries of this warp's blocks (entry_stream.cuh)
     es.start(P.kv, s.table, kvh, first, step, n);
-    es.issue_first<kStages>(issue_at);
+    es.template issue_first<kStages>(issue_at);
     const float scale = P.a.scale, cap = P.a.softcap;
     for (int32_t it = 0; it < n; ++it) {
-      es.issue_ahead<kStages>(it, issue_at);
+      es.template issue_ahead<kStages>(it, issue_at);
       cp_async_wait<kStages - 1>();
       __syncwarp();
       const int32_t b = first + it * step;
@@ -497,7 +507,7 @@ struct Attn {
   }
 
   __device__ static void kernel(const Args& P) {
-    extern __shared__ __align__(16) uint8_t smem[];
+    GAACRT_DYNAMIC_SMEM(smem);
     uint32_t* tab = reinterpret_cast<uint32_t*>(smem);
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     if constexpr (kE8)

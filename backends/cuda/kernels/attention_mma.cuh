@@ -141,9 +141,14 @@ __device__ __forceinline__ void sum_score_parts(const float (&s)[2][2][4], float
 // 2^x for the softmax (MUFU.EX2, flushing subnormal results to 0: exp2f's subnormal path costs
 // three instructions per call; a weight below 2^-126 of the row's largest is nothing).
 __device__ __forceinline__ float exp2_ftz(float x) {
+#if defined(GAACRT_CUDA_EMULATION)
+  const float y = exp2f(x);
+  return std::fpclassify(y) == FP_SUBNORMAL ? 0.f : y;
+#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 
 // Online softmax step of one block of 16 keys (visible keys lo..pos; log2 domain: m and the
@@ -367,14 +372,14 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     const int32_t b_new = s.pos0 / KV_BLOCK_TOKENS;  // the first block this step writes
     int32_t n_pre = 0;
     while (n_pre < kS - 1 && n_pre < n_iter && b_first + n_pre * b_step < b_new) ++n_pre;
-    es.issue_first<kS>(issue, n_pre, [] { pdl_begin(); });
+    es.template issue_first<kS>(issue, n_pre, [] { pdl_begin(); });
   } else {
-    es.issue_first<kS>(issue);
+    es.template issue_first<kS>(issue);
   }
   uint32_t qa[kD / 16][4];  // q is the previous kernel's output: after the wait
   query_fragments<kD>(P.q + tr.q_off, tr.valid, dk, qa);
   for (int32_t it = 0; it < n_iter; ++it) {
-    es.issue_ahead<kS>(it, issue);
+    es.template issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
     if (bulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... and its bulk copies
     __syncwarp();             // ... and every lane's
@@ -506,7 +511,7 @@ __device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnS
   EntryStream<kT> es;  // warp 0's
   if (warp == 0) {
     es.start(kv, s.table, kvh, B0, 1, n_iter);
-    es.issue_first<kSS>(issue);
+    es.template issue_first<kSS>(issue);
   }
   uint32_t qa[kD / 16][4];
   query_fragments<kD>(P.q + tr.q_off, tr.valid, kv.head_dim_k, qa);
@@ -525,7 +530,7 @@ __device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnS
     __syncthreads();  // A: block `it` is staged for every warp
     // Block it + kSS - 1 into the stage block it - 1 used (freed at C of the last iteration), while
     // the other warps start on block `it`.
-    if (warp == 0) es.issue_ahead<kSS>(it, issue);
+    if (warp == 0) es.template issue_ahead<kSS>(it, issue);
     const bool mine = b >= b0 && b < b1;
     if constexpr (kGaac) {
       uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
@@ -581,7 +586,7 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 // else on run_rows; decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, bool kShared = false>
 __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_kernel(const KernelArgs P) {
-  extern __shared__ __align__(16) uint8_t smem[];
+  GAACRT_DYNAMIC_SMEM(smem);
   stamp(P.timeline, kStampStart);
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB);
   constexpr int kR = TileGeom<kD>::kRounds;

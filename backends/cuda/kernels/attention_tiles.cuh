@@ -203,9 +203,13 @@ __device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, i
 }
 
 __device__ __forceinline__ uint32_t lanemask_lt() {
+#if defined(GAACRT_CUDA_EMULATION)
+  return (1u << gaacrt_cuda_emu::lane_id()) - 1u;
+#else
   uint32_t m;
   asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
   return m;
+#endif
 }
 
 // Per-lane decode assignment, fixed for the kernel: sub-warp `sub` of nlp (a power of two >= the

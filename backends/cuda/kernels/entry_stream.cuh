@@ -95,7 +95,13 @@ struct EntryStream {
     }
     commit_group();
   }
-  __device__ __forceinline__ static void commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+  __device__ __forceinline__ static void commit_group() {
+#if defined(GAACRT_CUDA_EMULATION)
+    gaacrt_cuda_emu::cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+  }
 };
 
 }  // namespace gaacrt::cuda

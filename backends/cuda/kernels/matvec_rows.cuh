@@ -45,9 +45,14 @@ struct PieceOffset<P, std::void_t<decltype(P::kOffset)>> : std::integral_constan
 
 // dp4a of signed weight bytes and unsigned activation bytes (the low bytes of 16-bit x).
 __device__ __forceinline__ int dp4a_su(int a, int b, int c) {
+#if defined(GAACRT_CUDA_EMULATION)
+  for (int k = 0; k < 4; ++k) c += (int)(int8_t)(a >> (8 * k)) * (int)((unsigned)b >> (8 * k) & 0xFFu);
+  return c;
+#else
   int d;
   asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
+#endif
 }
 
 // The W int8x4 words of x a piece's group meets (columns off(i) from xr), in as few loads as
@@ -75,7 +80,11 @@ __device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
   }
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+#if !defined(GAACRT_CUDA_EMULATION)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
 
 // One warp's dot products of R weight rows (R = 2: gate and up, a Q/K/V channel pair, or two rows
 // of one matrix) with n_tok quantized activations, reduced over the warp. Lane i takes part i % L
@@ -298,7 +307,7 @@ struct XPrologue {
   __device__ void operator()() const {
     pdl_begin();
     if constexpr (kNorm) {
-      extern __shared__ __align__(16) uint8_t smem[];
+      GAACRT_DYNAMIC_SMEM(smem);
       const Q8Act sx = q8_act(smem, n_tok, dim, kQ16);
       norm_quant_rows<kQ16>(nx, n_tok, dim, blockIdx.x == 0, sx);
       x = xq_of(sx);

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "metal/emulation/fiber.h"
+#include "emulation/fiber.h"
 #include "metal/emulation/runtime.h"
 #include "metal/host/metal_backend.h"
 
@@ -20,7 +20,7 @@ class MetalEmulatedBackend final : public MetalBackendBase {
  public:
   MetalEmulatedBackend() {
     info_.backend = "metal-emulated";
-    info_.name = strfmt("Metal kernels under the MSL emulation (CPU, fibers: %s)", msl_emu::fiber_switch_kind());
+    info_.name = strfmt("Metal kernels under the MSL emulation (CPU, fibers: %s)", gaacrt_emu::fiber_switch_kind());
   }
   ~MetalEmulatedBackend() override { release_all(); }
   const DeviceInfo& device() const override { return info_; }

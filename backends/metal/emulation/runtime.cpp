@@ -8,10 +8,16 @@
 #include <cstring>
 #include <memory>
 
-#include "fiber.h"
+#include "emulation/fiber.h"
 
 namespace msl_emu {
 namespace {
+
+using gaacrt_emu::FiberContext;
+using gaacrt_emu::FiberStack;
+using gaacrt_emu::fiber_init;
+using gaacrt_emu::fiber_release;
+using gaacrt_emu::fiber_switch;
 
 constexpr size_t kStackBytes = 64 * 1024;
 

@@ -19,32 +19,32 @@
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__linux__)
-  #define MSL_EMU_ASM_X64 1
+  #define GAACRT_EMU_ASM_X64 1
 #elif defined(__aarch64__) && (defined(__linux__) || defined(__APPLE__))
-  #define MSL_EMU_ASM_A64 1
+  #define GAACRT_EMU_ASM_A64 1
   #if defined(__APPLE__)
-    #define MSL_EMU_SYM(name) "_" #name
+    #define GAACRT_EMU_SYM(name) "_" #name
   #else
-    #define MSL_EMU_SYM(name) #name
+    #define GAACRT_EMU_SYM(name) #name
   #endif
 #else
   #include <ucontext.h>
-  #define MSL_EMU_UCONTEXT 1
+  #define GAACRT_EMU_UCONTEXT 1
 #endif
 
 extern "C" {
-void msl_emu_switch(void** save_sp, void* new_sp);
-void msl_emu_fiber_start();
+void gaacrt_emu_switch(void** save_sp, void* new_sp);
+void gaacrt_emu_fiber_start();
 }
 
-#if MSL_EMU_ASM_X64
+#if GAACRT_EMU_ASM_X64
 // Frame (low to high): mxcsr (4 B), x87 control word (2 B, padded to 8), r15 r14 r13 r12 rbx rbp,
 // return address. The trampoline gets arg in r12 and entry in r13.
 asm(R"(
   .text
-  .globl msl_emu_switch
-  .type msl_emu_switch,@function
-msl_emu_switch:
+  .globl gaacrt_emu_switch
+  .type gaacrt_emu_switch,@function
+gaacrt_emu_switch:
   pushq %rbp
   pushq %rbx
   pushq %r12
@@ -66,24 +66,24 @@ msl_emu_switch:
   popq %rbx
   popq %rbp
   ret
-  .size msl_emu_switch,.-msl_emu_switch
+  .size gaacrt_emu_switch,.-gaacrt_emu_switch
 
-  .globl msl_emu_fiber_start
-  .type msl_emu_fiber_start,@function
-msl_emu_fiber_start:
+  .globl gaacrt_emu_fiber_start
+  .type gaacrt_emu_fiber_start,@function
+gaacrt_emu_fiber_start:
   movq %r12, %rdi
   callq *%r13
   ud2
-  .size msl_emu_fiber_start,.-msl_emu_fiber_start
+  .size gaacrt_emu_fiber_start,.-gaacrt_emu_fiber_start
 )");
-#elif MSL_EMU_ASM_A64
+#elif GAACRT_EMU_ASM_A64
 // Frame of 176 bytes: x19..x30 at 0..95, d8..d15 at 96..159, fpcr at 160. The trampoline gets
 // arg in x19 and entry in x20; x30 (the return address) points at the trampoline.
 asm(R"(
   .text
-  .globl )" MSL_EMU_SYM(msl_emu_switch) R"(
+  .globl )" GAACRT_EMU_SYM(gaacrt_emu_switch) R"(
   .p2align 2
-)" MSL_EMU_SYM(msl_emu_switch) R"(:
+)" GAACRT_EMU_SYM(gaacrt_emu_switch) R"(:
   sub sp, sp, #176
   stp x19, x20, [sp, #0]
   stp x21, x22, [sp, #16]
@@ -115,16 +115,16 @@ asm(R"(
   add sp, sp, #176
   ret
 
-  .globl )" MSL_EMU_SYM(msl_emu_fiber_start) R"(
+  .globl )" GAACRT_EMU_SYM(gaacrt_emu_fiber_start) R"(
   .p2align 2
-)" MSL_EMU_SYM(msl_emu_fiber_start) R"(:
+)" GAACRT_EMU_SYM(gaacrt_emu_fiber_start) R"(:
   mov x0, x19
   blr x20
   brk #0
 )");
 #endif
 
-namespace msl_emu {
+namespace gaacrt_emu {
 
 FiberStack::FiberStack(size_t bytes) {
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -132,7 +132,7 @@ FiberStack::FiberStack(size_t bytes) {
   mapped_ = usable_ + page;
   base_ = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base_ == MAP_FAILED) {
-    std::fprintf(stderr, "msl_emu: cannot map a fiber stack of %zu bytes\n", mapped_);
+    std::fprintf(stderr, "gaacrt_emu: cannot map a fiber stack of %zu bytes\n", mapped_);
     std::abort();
   }
   mprotect(base_, page, PROT_NONE);  // guard page: the stack grows down into it
@@ -141,7 +141,7 @@ FiberStack::FiberStack(size_t bytes) {
 
 FiberStack::~FiberStack() { munmap(base_, mapped_); }
 
-#if MSL_EMU_UCONTEXT
+#if GAACRT_EMU_UCONTEXT
 namespace {
 struct Start { FiberEntry entry; void* arg; };
 void ucontext_start(unsigned lo, unsigned hi) {
@@ -153,7 +153,7 @@ void ucontext_start(unsigned lo, unsigned hi) {
 
 void fiber_init(FiberContext& ctx, const FiberStack& stack, FiberEntry entry, void* arg) {
   uintptr_t top = reinterpret_cast<uintptr_t>(stack.top()) & ~(uintptr_t)15;
-#if MSL_EMU_ASM_X64
+#if GAACRT_EMU_ASM_X64
   // 8 slots above sp: control words, r15, r14, r13 (entry), r12 (arg), rbx, rbp, return address.
   // After the switch pops them, rsp = sp + 64, 16-byte aligned for the trampoline's call.
   uint64_t* sp = reinterpret_cast<uint64_t*>(top - 16 - 64);
@@ -164,14 +164,14 @@ void fiber_init(FiberContext& ctx, const FiberStack& stack, FiberEntry entry, vo
   std::memcpy(reinterpret_cast<uint8_t*>(sp) + 4, &fcw, 2);
   sp[3] = reinterpret_cast<uint64_t>(entry);
   sp[4] = reinterpret_cast<uint64_t>(arg);
-  sp[7] = reinterpret_cast<uint64_t>(&msl_emu_fiber_start);
+  sp[7] = reinterpret_cast<uint64_t>(&gaacrt_emu_fiber_start);
   ctx.sp = sp;
-#elif MSL_EMU_ASM_A64
+#elif GAACRT_EMU_ASM_A64
   uint64_t* sp = reinterpret_cast<uint64_t*>(top - 176);
   std::memset(sp, 0, 176);
   sp[0] = reinterpret_cast<uint64_t>(arg);     // x19
   sp[1] = reinterpret_cast<uint64_t>(entry);   // x20
-  sp[11] = reinterpret_cast<uint64_t>(&msl_emu_fiber_start);  // x30
+  sp[11] = reinterpret_cast<uint64_t>(&gaacrt_emu_fiber_start);  // x30
   ctx.sp = sp;
 #else
   ucontext_t* uc = static_cast<ucontext_t*>(ctx.impl ? ctx.impl : std::calloc(1, sizeof(ucontext_t) + sizeof(Start)));
@@ -190,11 +190,11 @@ void fiber_init(FiberContext& ctx, const FiberStack& stack, FiberEntry entry, vo
 }
 
 void fiber_switch(FiberContext& from, FiberContext& to) {
-#if MSL_EMU_UCONTEXT
+#if GAACRT_EMU_UCONTEXT
   if (!from.impl) from.impl = std::calloc(1, sizeof(ucontext_t) + 16);
   swapcontext(static_cast<ucontext_t*>(from.impl), static_cast<ucontext_t*>(to.impl));
 #else
-  msl_emu_switch(&from.sp, to.sp);
+  gaacrt_emu_switch(&from.sp, to.sp);
 #endif
 }
 
@@ -204,13 +204,13 @@ void fiber_release(FiberContext& ctx) {
 }
 
 const char* fiber_switch_kind() {
-#if MSL_EMU_ASM_X64
+#if GAACRT_EMU_ASM_X64
   return "x86-64 asm";
-#elif MSL_EMU_ASM_A64
+#elif GAACRT_EMU_ASM_A64
   return "aarch64 asm";
 #else
   return "ucontext";
 #endif
 }
 
-}  // namespace msl_emu
+}  // namespace gaacrt_emu

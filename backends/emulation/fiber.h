@@ -1,4 +1,5 @@
-// fiber.h — minimal user-space context switching for the MSL emulation (backends/metal/emulation).
+// fiber.h — minimal user-space context switching for the kernel emulations (backends/metal/emulation,
+// backends/cuda/emulation).
 //
 // A threadgroup's lanes run as fibers on one OS thread, so that threadgroup_barrier and the SIMD
 // group functions can stop a lane and run the others until all have arrived, as on the GPU. A
@@ -11,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace msl_emu {
+namespace gaacrt_emu {
 
 // A fiber's entry point; it must never return (it switches back to its scheduler when done).
 using FiberEntry = void (*)(void* arg);
@@ -47,4 +48,4 @@ void fiber_release(FiberContext& ctx);
 // "x86-64 asm", "aarch64 asm" or "ucontext": which switch this build uses (reported by the tests).
 const char* fiber_switch_kind();
 
-}  // namespace msl_emu
+}  // namespace gaacrt_emu

@@ -7,12 +7,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -146,8 +149,8 @@ bool resolve_warp(Block& b, ThreadState* const* lanes) {
       if (!in_mask(t->mask, j)) continue;
       ThreadState* u = lanes[j];
       if (!u || u->wait == Wait::Done) continue;
-      if (u->wait != Wait::Warp || u->line != t->line || std::strcmp(u->file, t->file) != 0 || u->mask != t->mask ||
-          u->op != t->op)
+      if (u->wait != Wait::Warp || u->line != t->line || u->mask != t->mask || u->op != t->op ||
+          (u->file != t->file && std::strcmp(u->file, t->file) != 0))
         ready = false;
       else
         part |= 1u << j;
@@ -248,7 +251,9 @@ void run_block(Block& b, std::vector<ThreadState>& ts) {
   for (ThreadState& t : ts) gaacrt_emu::fiber_release(t.ctx);
 }
 
-std::string kernel_name(const void* k) {
+// The kernel's name from the dynamic symbol table, else (kernels in anonymous namespaces have no
+// dynamic symbol) its parameter list as the launch template saw it.
+std::string kernel_name(const void* k, const char* signature) {
   Dl_info info{};
   if (dladdr(k, &info) && info.dli_sname) {
     int status = 0;
@@ -257,9 +262,83 @@ std::string kernel_name(const void* k) {
     std::free(d);
     return s;
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", k);
-  return buf;
+  return signature;
+}
+
+int worker_count() {
+  static const int n = [] {
+    const char* v = std::getenv("GAACRT_CUDA_EMU_THREADS");
+    const int hw = (int)std::thread::hardware_concurrency();
+    const int k = v && *v ? std::atoi(v) : (hw > 0 ? hw : 1);
+    return k < 1 ? 1 : (k > 8 ? 8 : k);
+  }();
+  return n;
+}
+
+// Persistent worker threads (their fiber stacks are kept between launches): run_on_workers(n, fn)
+// calls fn(0) on the calling thread and fn(1) .. fn(n - 1) on workers, and returns when all are
+// done. Launches from several host threads take turns.
+class Workers {
+ public:
+  void run(int n, const std::function<void(int)>& fn) {
+    std::lock_guard<std::mutex> turn(turn_mu_);
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      while ((int)threads_.size() < n - 1) {
+        const int k = (int)threads_.size() + 1;
+        threads_.emplace_back([this, k] { loop(k); });
+      }
+      job_ = &fn;
+      active_ = n;
+      pending_ = n - 1;
+      ++gen_;
+    }
+    cv_.notify_all();
+    fn(0);
+    std::unique_lock<std::mutex> lk(mu_);
+    done_.wait(lk, [this] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+  ~Workers() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+      ++gen_;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  void loop(int k) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return gen_ != seen; });
+        seen = gen_;
+        if (stop_) return;
+        if (k >= active_) continue;
+        job = job_;
+      }
+      (*job)(k);
+      std::lock_guard<std::mutex> lk(mu_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+  std::mutex turn_mu_, mu_;
+  std::condition_variable cv_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<void(int)>* job_ = nullptr;
+  int active_ = 0, pending_ = 0;
+  uint64_t gen_ = 0;
+  bool stop_ = false;
+};
+
+void run_on_workers(int n, const std::function<void(int)>& fn) {
+  static Workers* workers = new Workers;  // never destroyed: workers may outlive static destruction order
+  workers->run(n, fn);
 }
 
 std::mutex g_attr_mu;
@@ -268,10 +347,11 @@ std::unordered_map<const void*, size_t>& smem_limits() {
   return m;
 }
 
-void run_grid(const void* kernel, dim3 grid, dim3 block, size_t smem, const std::function<void()>& body) {
+void run_grid(const void* kernel, const char* signature, dim3 grid, dim3 block, size_t smem,
+              const std::function<void()>& body) {
   if (g_block) throw Fault("a kernel launched from inside another kernel");
   const uint64_t threads = (uint64_t)block.x * block.y * block.z;
-  const std::string name = kernel_name(kernel);
+  const std::string name = kernel_name(kernel, signature);
   if (threads == 0 || threads > kMaxThreads || block.z > 64)
     throw Fault("kernel '" + name + "': " + std::to_string(threads) + " threads per block (1 .. 1024)");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7FFFFFFFu)
@@ -286,28 +366,34 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, size_t smem, const std:
   if (smem > limit)
     throw Fault("kernel '" + name + "': " + std::to_string(smem) + " bytes of dynamic shared memory, above the " +
                 std::to_string(limit) + " it may use (cudaFuncAttributeMaxDynamicSharedMemorySize)");
-  std::vector<uint64_t> smem_store(smem / 8 + 2);
-  Block b;
-  b.body = &body;
-  b.kernel = name;
-  gridDim = grid;
-  blockDim = block;
-  b.smem = reinterpret_cast<uint8_t*>(smem_store.data());
-  std::vector<ThreadState> ts(threads);
-  for (unsigned i = 0; i < threads; ++i) {
-    ts[i].index = i;
-    ts[i].lane = i % 32;
-    ts[i].warp = i / 32;
-    ts[i].tid = uint3{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
-  }
-  g_block = &b;
-  struct Reset {
-    ~Reset() { g_block = nullptr; }
-  } reset;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        b.bid = uint3{x, y, z};
+  // Blocks are dealt to worker OS threads (GAACRT_CUDA_EMU_THREADS, default: the CPU count, at
+  // most 8), block i to worker i % n: blocks run concurrently as on a GPU, each worker's blocks
+  // one after another (its fibers, positions and static shared variables are its own).
+  const uint64_t n_blocks = (uint64_t)grid.x * grid.y * grid.z;
+  const int n_workers = (int)std::min<uint64_t>(n_blocks, (uint64_t)worker_count());
+  std::vector<std::string> faults(n_workers);
+  auto work = [&](int w) {
+    std::vector<uint64_t> smem_store(smem / 8 + 2);
+    Block b;
+    b.body = &body;
+    b.kernel = name;
+    gridDim = grid;
+    blockDim = block;
+    b.smem = reinterpret_cast<uint8_t*>(smem_store.data());
+    std::vector<ThreadState> ts(threads);
+    for (unsigned i = 0; i < threads; ++i) {
+      ts[i].index = i;
+      ts[i].lane = i % 32;
+      ts[i].warp = i / 32;
+      ts[i].tid = uint3{i % block.x, (i / block.x) % block.y, (unsigned)(i / (block.x * block.y))};
+    }
+    g_block = &b;
+    struct Reset {
+      ~Reset() { g_block = nullptr; }
+    } reset;
+    try {
+      for (uint64_t i = (uint64_t)w; i < n_blocks; i += (uint64_t)n_workers) {
+        b.bid = uint3{(unsigned)(i % grid.x), (unsigned)((i / grid.x) % grid.y), (unsigned)(i / ((uint64_t)grid.x * grid.y))};
         blockIdx = b.bid;
         b.mbars.clear();
         std::memset(smem_store.data(), 0xFF, smem_store.size() * 8);
@@ -317,6 +403,14 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, size_t smem, const std:
         }
         run_block(b, ts);
       }
+    } catch (const Fault& f) {
+      faults[w] = f.what();
+    }
+  };
+  if (n_workers <= 1) work(0);
+  else run_on_workers(n_workers, work);
+  for (const std::string& f : faults)
+    if (!f.empty()) throw Fault(f);
 }
 
 }  // namespace
@@ -748,15 +842,16 @@ cudaError_t func_attr(const void* kernel, cudaFuncAttribute attr, int value) {
   return cudaSuccess;
 }
 
-cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s, std::function<void()> body) {
+cudaError_t launch(const void* kernel, const char* signature, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                   std::function<void()> body) {
   return enqueue(s, [=]() -> cudaError_t {
     try {
-      run_grid(kernel, grid, block, smem, body);
+      run_grid(kernel, signature, grid, block, smem, body);
     } catch (const Fault& f) {
       return fail(cudaErrorLaunchFailure, f.what());
     }
     const std::string bad = check_red_zones();
-    if (!bad.empty()) return fail(cudaErrorLaunchFailure, "kernel '" + kernel_name(kernel) + "' " + bad);
+    if (!bad.empty()) return fail(cudaErrorLaunchFailure, "kernel '" + kernel_name(kernel, signature) + "' " + bad);
     return cudaSuccess;
   });
 }
@@ -807,7 +902,6 @@ cudaError_t cudaGetLastError() {
 }
 cudaError_t cudaPeekAtLastError() { return g_last; }
 const char* cudaGetErrorString(cudaError_t e) {
-  if (e == g_last && !g_last_msg.empty()) return g_last_msg.c_str();
   switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorMemoryAllocation: return "out of memory";

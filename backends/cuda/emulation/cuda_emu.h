@@ -166,22 +166,45 @@ inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32, GA
   return gaacrt_cuda_emu::shfl_as(mask, v, (int)delta, width, gaacrt_cuda_emu::Shfl::Down, file_, line_);
 }
 
-// Blocks run one at a time on one OS thread: plain read-modify-writes are atomic here.
-inline void __threadfence() {}
-inline void __threadfence_block() {}
-inline void __threadfence_system() {}
+// Blocks run concurrently on worker OS threads (cuda_emu.cpp): atomics and fences are real ones.
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <typename T>
-inline T atomicAdd(T* p, T v) { const T old = *p; *p = old + v; return old; }
+inline T atomicAdd(T* p, T v) {
+  if constexpr (std::is_integral<T>::value) {
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+  } else {
+    T old = *p, sum;
+    do {
+      sum = old + v;
+    } while (!__atomic_compare_exchange(p, &old, &sum, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    return old;
+  }
+}
 template <typename T>
-inline T atomicSub(T* p, T v) { const T old = *p; *p = old - v; return old; }
+inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
 template <typename T>
-inline T atomicMin(T* p, T v) { const T old = *p; *p = v < old ? v : old; return old; }
+inline T atomicMin(T* p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (v < old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
 template <typename T>
-inline T atomicMax(T* p, T v) { const T old = *p; *p = v > old ? v : old; return old; }
+inline T atomicMax(T* p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
 template <typename T>
-inline T atomicExch(T* p, T v) { const T old = *p; *p = v; return old; }
+inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 template <typename T>
-inline T atomicCAS(T* p, T cmp, T v) { const T old = *p; if (old == cmp) *p = v; return old; }
+inline T atomicCAS(T* p, T cmp, T v) {
+  __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return cmp;
+}
 
 // ---- loads, bits and float intrinsics ----------------------------------------------------------------
 template <typename T>

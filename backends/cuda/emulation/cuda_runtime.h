@@ -120,7 +120,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
 namespace gaacrt_cuda_emu {
 cudaError_t func_attr(const void* kernel, cudaFuncAttribute attr, int value);
 // Runs (or, in a capturing stream, records) `work`: a grid of `block` threads per block.
-cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s, std::function<void()> body);
+// signature: the kernel's type, for messages where it has no dynamic symbol.
+cudaError_t launch(const void* kernel, const char* signature, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                   std::function<void()> body);
 }  // namespace gaacrt_cuda_emu
 
 template <typename F>
@@ -132,7 +134,7 @@ inline cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr, int v
 template <typename... KArgs, typename... Args>
 inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* cfg, void (*kernel)(KArgs...), Args&&... args) {
   std::tuple<std::decay_t<KArgs>...> params(std::forward<Args>(args)...);
-  return gaacrt_cuda_emu::launch(reinterpret_cast<const void*>(kernel), cfg->gridDim, cfg->blockDim,
+  return gaacrt_cuda_emu::launch(reinterpret_cast<const void*>(kernel), __PRETTY_FUNCTION__, cfg->gridDim, cfg->blockDim,
                                  cfg->dynamicSmemBytes, cfg->stream,
                                  [kernel, params]() { std::apply(kernel, params); });
 }

@@ -34,9 +34,9 @@ struct MmaGroup {
 bool matmul_q8mma_group(const MmaGroup& g, const float* x, int64_t n_tok, bool q16, void* scratch,
                         cudaStream_t stream);
 
-// Tokens per thread block, GAACRT_CUDA_Q8MMA_TOKENS (read on every call): 64, or 128 (each warp
-// 32 rows x 32 tokens instead of 32 x 16: the step's weight unpacking and the A fragments serve
-// twice the tokens), or "auto" (0 here: per launch, the one whose grid takes fewer block-times,
+// Tokens per thread block, GAACRT_CUDA_Q8MMA_TOKENS (read on every call): 128, the default (each
+// warp 32 rows x 32 tokens instead of 32 x 16: the step's weight unpacking and the A fragments
+// serve twice the tokens), 64, or "auto" (0 here: per launch, the one whose grid takes fewer block-times,
 // matmul_q8mma.cu auto_wide). The same arithmetic per output either way, so the same bits.
 int matmul_q8mma_token_tile();
 bool matmul_q8mma(const WeightView& w, const float* x, int64_t n_tok, float* y, const float* bias, bool q16,

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/half.h"
 #include "emulation/fiber.h"
 
 thread_local uint3 threadIdx, blockIdx;
@@ -608,20 +609,8 @@ const char* resolve_ldmatrix(Slot* s, uint32_t part) {
   return nullptr;
 }
 
-float half_bits_to_f32(uint16_t h, bool fp16) {
-  if (!fp16) return bits<float>((uint32_t)h << 16);
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu;
-  uint32_t man = h & 0x3FFu;
-  if (exp == 0x1Fu) return bits<float>(sign | 0x7F800000u | (man << 13));
-  if (exp != 0) return bits<float>(sign | ((exp + 112u) << 23) | (man << 13));
-  if (man == 0) return bits<float>(sign);
-  uint32_t e = 113;
-  while ((man & 0x400u) == 0) {
-    man <<= 1;
-    --e;
-  }
-  return bits<float>(sign | (e << 23) | ((man & 0x3FFu) << 13));
-}
+// A 16-bit mma input as a float: bf16, or fp16 (mma_f16), by the library's own conversions.
+float half_bits_to_f32(uint16_t h, bool fp16) { return fp16 ? gaacrt::fp16_to_f32(h) : gaacrt::bf16_to_f32(h); }
 
 // Fragment positions (g = lane / 4, c = lane % 4) of m16n8k16 with 16-bit inputs.
 const char* resolve_mma16(Slot* s, uint32_t part) {

@@ -123,14 +123,43 @@ def test_cuda_prefill_attention_on_one_stream_per_thread_block_is_bit_identical(
     # A thread block's four warps on one stream of blocks, each block copied once (run_rows_shared,
     # the default for prefill-sized launches) against a copy per warp (GAACRT_CUDA_PREFILL_SHARED=0):
     # every warp sums the same blocks in the same order.
+    # (Row groups of 16: the wide ones of 64 sum differently, test below.)
     rng = np.random.default_rng(n_ctx + n_q + d)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_SHARED", "0")
     apart = _core.op_attention(cuda, k, v, q, 1 / np.sqrt(d), sliding_window=window)
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_SHARED")
     shared = _core.op_attention(cuda, k, v, q, 1 / np.sqrt(d), sliding_window=window)
     assert np.isfinite(shared).all()
     assert np.array_equal(shared.view(np.uint32), apart.view(np.uint32))
+
+
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window,cap", [
+    (300, 70, 4, 2, 16, 0, 0.0),      # tiny head; 70 x 2 rows: a partial row group of 64
+    (700, 300, 8, 8, 128, 0, 0.0),    # no GQA: a warp's 16 rows are 16 tokens
+    (900, 200, 32, 8, 128, 0, 0.0),   # Llama-3 shape
+    (400, 120, 9, 3, 64, 0, 0.0),     # SmolLM2's group of 3: a warp's rows start mid-token
+    (500, 150, 4, 1, 64, 40, 0.0),    # sliding window: a row group's rows see different blocks
+    (400, 100, 4, 1, 80, 0, 20.0),    # padded head (80 as 128), softcap
+    (300, 64, 8, 2, 48, 7, 5.0),      # 48 as 64, a narrow window, softcap
+])
+def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx, n_q, n_head, n_kv, d, window, cap,
+                                                               monkeypatch):
+    # Prefill-sized sequences in row groups of 64 (attention_wide.cuh, the default up to head size
+    # 128): 16 query rows per warp, each of the query's and the weights' three bf16 parts an mma of
+    # its own. As close to the CPU as the narrow path (~5e-7), and to the narrow path itself.
+    rng = np.random.default_rng(n_ctx * 7 + n_q + d)
+    k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
+    s = 1 / np.sqrt(d)
+    wide = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
+    narrow = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
+    ref = _core.op_attention(cpu, k, v, q, s, sliding_window=window, softcap=cap)
+    assert np.isfinite(wide).all()
+    assert rel(wide, ref) < 2e-6  # ~5e-7 on both paths: one part fewer would be ~1e-3
+    assert rel(wide, narrow) < 2e-6
+    assert not np.array_equal(wide.view(np.uint32), narrow.view(np.uint32))  # the wide path ran
 
 
 def test_cuda_attention_is_a_softmax_over_bf16_keys_and_values(cuda):

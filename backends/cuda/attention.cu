@@ -162,21 +162,26 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const int32_t e8_y = e8 && rot_rows > attn::kRowsPerGroup
                            ? attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup)
                            : n_split;
+  // A prefill-sized sequence: the kernel whose thread blocks copy (and GAAC's decode) each block
+  // once for their four warps (attention_prefill.cuh), where its ring fits the shared memory sized
+  // above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp. Its row groups
+  // are 64 rows (attention_wide.cuh) at head sizes up to 128 unless GAACRT_CUDA_PREFILL_WIDE=0
+  // (read on every call) asks for 16; =2 copies their BF16 pages by bulk copies on long streams.
+  static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
+  const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
+  const char* pw = std::getenv("GAACRT_CUDA_PREFILL_WIDE");
+  const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
+  const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
+                      attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
+  const bool wide = shared && kD <= KV_TILE_MAX_DIM && !(pw && pw[0] == '0');
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
-                                 : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup),
+                                 : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
+                                                         wide ? attn::kWideRows : attn::kRowsPerGroup),
                                         kv.n_head_kv, n_seqs);
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps(), e8_qrot, rot_rows};
-  // A prefill-sized sequence: the kernel whose thread blocks copy (and GAAC's decode) each block
-  // once for their four warps (attention_mma.cuh run_rows_shared), where its ring fits the shared
-  // memory sized above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp.
-  static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
-  const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
-  const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
-  const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
-                      attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
+                           timeline.stamps(), e8_qrot, rot_rows, wide ? (pw && pw[0] == '2' ? 2 : 1) : 0};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, rot_rows > attn::kRowsPerGroup);
   else if (shared)

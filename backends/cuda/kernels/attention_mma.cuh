@@ -38,233 +38,14 @@
 #include "../cuda_common.h"
 #include "attention_args.cuh"
 #include "attention_split_k.cuh"
+#include "attention_block.cuh"
+#include "attention_prefill.cuh"
 #include "attention_tiles.cuh"
+#include "attention_wide.cuh"
 #include "entry_stream.cuh"
 
 namespace gaacrt::cuda::attn {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Plain stores into host-mapped memory (device atomics on it are not portable over PCIe); when
-// several tiles are bad at once the report names one of them.
-__device__ inline void record_corrupt(DeviceErrors* err, int32_t layer, int32_t head, int32_t block) {
-  volatile DeviceErrors* e = err;
-  e->layer = layer;
-  e->head = head;
-  e->block = block;
-  __threadfence_system();
-  e->code = 1;
-}
-
-// This lane's query row of an M-tile (rows r0 .. r0+3 of sequence s; lanes g and g + 4 share
-// row r0 + g % 4): its index R, whether it exists, where its query vector starts in P.q, its
-// position and the first key its window sees (-1 and 0 for a missing row: no key is visible).
-struct TileRow {
-  int32_t R;
-  bool valid;
-  int64_t q_off;
-  int32_t pos, lo;
-};
-__device__ __forceinline__ TileRow tile_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
-                                            int32_t n_rows) {
-  const int32_t G = P.a.n_head / P.kv.n_head_kv;
-  TileRow t;
-  t.R = r0 + (((threadIdx.x & 31) >> 2) & 3);
-  t.valid = t.R < n_rows;
-  const int32_t i = t.valid ? t.R / G : 0, gq = t.valid ? t.R % G : 0;
-  t.q_off = ((int64_t)(s.q_begin + i) * P.a.n_head + kvh * G + gq) * P.kv.head_dim_k;
-  t.pos = t.valid ? s.pos0 + i : -1;
-  t.lo = P.a.sliding_window > 0 ? max(0, t.pos - P.a.sliding_window + 1) : 0;
-  return t;
-}
-
-// This lane's A fragments of its query row qv (dk channels; zeros past them or when !valid),
-// split into three bf16 parts (see the header): rows g < 4 hold hi, g >= 4 mid, g + 8 lo.
-template <int kD>
-__device__ __forceinline__ void query_fragments(const float* qv, bool valid, int32_t dk, uint32_t (&qa)[kD / 16][4]) {
-  const int lane = threadIdx.x & 31, tig = lane & 3;
-  const bool upper = lane >= 16;
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const int c = 16 * kk + 2 * tig;
-    float x[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int ch = c + (u & 1) + 8 * (u >> 1);
-      x[u] = valid && ch < dk ? qv[ch] : 0.f;
-    }
-    const Split3 p0 = split3(x[0], x[1]), p1 = split3(x[2], x[3]);
-    qa[kk][0] = upper ? p0.mid : p0.hi;
-    qa[kk][1] = upper ? 0u : p0.lo;
-    qa[kk][2] = upper ? p1.mid : p1.hi;
-    qa[kk][3] = upper ? 0u : p1.lo;
-  }
-}
-
-// q·k of one block of 16 keys for this lane's query row: keys 0-7 (s[0]) and 8-15 (s[1]), two
-// chains each (even / odd k-steps) for latency. Split from block_rest so that a GAAC warp can
-// decode V while these mma.sync are in flight.
-template <int kD>
-__device__ __forceinline__ void block_scores(const uint16_t* kt, const uint32_t (&qa)[kD / 16][4], float (&s)[2][2][4]) {
-  constexpr int kRow = TileGeom<kD>::kRow, kKs = kD / 16;
-  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-#pragma unroll
-  for (int n = 0; n < 2; ++n)
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-#pragma unroll
-      for (int x = 0; x < 4; ++x) s[n][c][x] = 0.f;
-  const uint16_t* kp = kt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
-#pragma unroll
-  for (int kk = 0; kk < kKs; ++kk) {
-    uint32_t r[4];
-    ldmatrix_x4(r, kp + 16 * kk);
-    mma_bf16(s[0][kk & 1], qa[kk], r[0], r[1]);
-    mma_bf16(s[1][kk & 1], qa[kk], r[2], r[3]);
-  }
-}
-
-// A block's q·k accumulators summed over the three parts, as this lane's scores of keys
-// 2t, 2t+1, 2t+8, 2t+9 (t = lane % 4). Parts: rows g (hi on lanes < 16, mid on lanes >= 16) and
-// g + 8 (lo, or zero rows): own two plus the partner lane's two. Both lanes get the same bits
-// (a + b == b + a).
-__device__ __forceinline__ void sum_score_parts(const float (&s)[2][2][4], float (&sc)[4]) {
-#pragma unroll
-  for (int n = 0; n < 2; ++n)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const float x = (s[n][0][c] + s[n][1][c]) + (s[n][0][c + 2] + s[n][1][c + 2]);
-      sc[2 * n + c] = x + __shfl_xor_sync(kFull, x, 16);
-    }
-}
-
-// 2^x for the softmax (MUFU.EX2, flushing subnormal results to 0: exp2f's subnormal path costs
-// three instructions per call; a weight below 2^-126 of the row's largest is nothing).
-__device__ __forceinline__ float exp2_ftz(float x) {
-#if defined(GAACRT_CUDA_EMULATION)
-  const float y = exp2f(x);
-  return std::fpclassify(y) == FP_SUBNORMAL ? 0.f : y;
-#else
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-#endif
-}
-
-// Online softmax step of one block of 16 keys (visible keys lo..pos; log2 domain: m and the
-// scores are in units of log2): masks and scales this lane's scores sc, turns them into the
-// weights p, updates m and l and returns the factor the row's accumulators must be scaled by.
-__device__ __forceinline__ float softmax_weights(float (&sc)[4], int32_t b, int32_t pos, int32_t lo, float& m,
-                                                 float& l, const AttentionArgs& a, float (&p)[4]) {
-  const int tig = threadIdx.x & 3;
-  const int32_t kb = b * KV_BLOCK_TOKENS + 2 * tig;
-  float bmax = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int32_t key = kb + (j & 1) + 8 * (j >> 1);
-    float x = sc[j] * a.scale;
-    if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
-    // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
-    sc[j] = key >= lo && key <= pos ? x * kLog2e : -INFINITY;
-    bmax = fmaxf(bmax, sc[j]);
-  }
-  bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
-  bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
-  const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
-  const float corr = exp2_ftz(m - mref);  // 0 until the first visible key (m = -inf); 2^0 = 1 exactly
-  float rs = 0.f;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    p[j] = exp2_ftz(sc[j] - mref);
-    rs += p[j];
-  }
-  rs += __shfl_xor_sync(kFull, rs, 1);
-  rs += __shfl_xor_sync(kFull, rs, 2);
-  l = l * corr + rs;
-  m = mn;
-  return corr;
-}
-
-// softmax_weights, then o rescaled (this lane's accumulators are all of its own row).
-template <int kD>
-__device__ __forceinline__ float softmax_block(float (&sc)[4], int32_t b, int32_t pos, int32_t lo,
-                                               float (&o)[kD / 8][4], float& m, float& l, const AttentionArgs& a,
-                                               float (&p)[4]) {
-  const float corr = softmax_weights(sc, b, pos, lo, m, l, a, p);
-  // Rescale only when some row's maximum moved (after the first blocks, rarely): x * 1 == x, so
-  // skipping is exact.
-  if (__any_sync(kFull, corr != 1.f)) {
-#pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
-  }
-  return corr;
-}
-
-// Weights w of this lane's keys (2t, 2t+1, 2t+8, 2t+9) as the A operand of p·v, in three parts:
-// the score accumulators' layout is the A layout.
-__device__ __forceinline__ void weights_a(const float (&w)[4], uint32_t (&pf)[4]) {
-  const bool upper = (threadIdx.x & 31) >= 16;
-  const Split3 pa = split3(w[0], w[1]), pb = split3(w[2], w[3]);
-  pf[0] = upper ? pa.mid : pa.hi;
-  pf[1] = upper ? 0u : pa.lo;
-  pf[2] = upper ? pb.mid : pb.hi;
-  pf[3] = upper ? 0u : pb.lo;
-}
-
-// o += pf · V for the value columns of n-tile pairs np0 .. np1-1 (16 columns each; constants
-// after unrolling) of a block's BF16 rows vt.
-template <int kD>
-__device__ __forceinline__ void pv_block(const uint32_t (&pf)[4], const uint16_t* vt, float (&o)[kD / 8][4],
-                                         int np0 = 0, int np1 = kD / 16) {
-  constexpr int kRow = TileGeom<kD>::kRow;
-  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-  const uint16_t* vp = vt + (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
-#pragma unroll
-  for (int np = 0; np < kD / 16; ++np) {
-    if (np < np0 || np >= np1) continue;
-    uint32_t r[4];
-    ldmatrix_x4_trans(r, vp + 16 * np);
-    mma_bf16(o[2 * np], pf, r[0], r[1]);
-    mma_bf16(o[2 * np + 1], pf, r[2], r[3]);
-  }
-}
-
-// Online softmax and weighted values of one block of 16 keys, given its q·k accumulators.
-template <int kD>
-__device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint16_t* vt, int32_t b, int32_t pos,
-                                           int32_t lo, float (&o)[kD / 8][4], float& m, float& l,
-                                           const AttentionArgs& a) {
-  float sc[4], p[4];
-  uint32_t pf[4];
-  sum_score_parts(s, sc);
-  softmax_block<kD>(sc, b, pos, lo, o, m, l, a, p);
-  weights_a(p, pf);
-  pv_block<kD>(pf, vt, o);
-}
-
-// Scores, online softmax and weighted values of one block of 16 keys.
-template <int kD>
-__device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* vt, int32_t b, int32_t pos, int32_t lo,
-                                           const uint32_t (&qa)[kD / 16][4], float (&o)[kD / 8][4], float& m,
-                                           float& l, const AttentionArgs& a) {
-  float s[2][2][4];
-  block_scores<kD>(kt, qa, s);
-  block_rest<kD>(s, vt, b, pos, lo, o, m, l, a);
-}
-
-// The newest block's rows past the last token were never written: a NaN there times p = 0 would
-// still poison p·v, so zero those V rows (K's are masked by select). n_valid: rows written.
-template <int kD>
-__device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid, int lane) {
-  constexpr int kRow = TileGeom<kD>::kRow;
-  if (n_valid < KV_BLOCK_TOKENS) {
-    for (int x = lane; x < (KV_BLOCK_TOKENS - n_valid) * (kD / 8); x += 32)
-      *reinterpret_cast<uint4*>(vt + (n_valid + x / (kD / 8)) * kRow + 8 * (x % (kD / 8))) = make_uint4(0, 0, 0, 0);
-    __syncwarp();
-  }
-}
 
 // A warp's shared bytes: kS stages of K and V (BF16 tiles, or GAAC slot staging), for GAAC the
 // decoded tiles (K and V, or one that V reuses: decoded_tile_count), then the stages' barriers (sm_90
@@ -277,36 +58,6 @@ __device__ __forceinline__ uint64_t* stage_bars(uint8_t* wbase, uint32_t kv_byte
 __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
   const uint32_t stages = stage_count(kD, blocks);
   return (stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15u;  // keeps warps 16-aligned
-}
-
-// A row's online-softmax state before its first block.
-template <int kD>
-__device__ __forceinline__ void reset_row_state(float (&o)[kD / 8][4], float& m, float& l) {
-#pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
-  m = -INFINITY;
-  l = 0.f;
-}
-
-// Starts the copies of a block (table entries e) into stage `slot` of the stages at `stages`
-// (K then V, kv_bytes each), keeping its entries in ents[slot] for the decode; bulk: by bulk copies
-// completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them.
-template <int kD, bool kGaac>
-__device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacStaging& gs, uint32_t half_bytes,
-                                            const uint32_t (&e)[TileGeom<kD>::kTiles], int slot, uint8_t* stages,
-                                            uint32_t kv_bytes, uint32_t* ents, uint64_t* bars, bool bulk, int lane) {
-  constexpr int kT = TileGeom<kD>::kTiles;
-  uint8_t* sk = stages + (2 * slot) * kv_bytes;
-  if (lane == 0)
-#pragma unroll
-    for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
-  uint64_t* bar = bulk ? bars + slot : nullptr;
-  if constexpr (kGaac)
-    issue_gaac<kD>(kv, gs, e, sk, sk + kv_bytes, half_bytes, lane, bar);
-  else
-    issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
 }
 
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
@@ -426,138 +177,6 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   }
 }
 
-// ---- prefill: a thread block's four warps on one stream of blocks -----------------------------
-// A row group's 16 rows are four M-tiles of consecutive rows (GQA group of 4: four consecutive
-// query tokens), whose visible blocks are one range give or take the first (sliding window) and
-// the last block. The per-warp path (run_rows) copies every block once per warp, and GAAC decodes
-// it once per warp; here warp 0 copies each block of the group's range [B0, B1) once into a ring
-// of shared_stage_count stages the thread block shares, GAAC's tiles are decoded once (a warp per
-// decode round: K's tiles and V's in parallel), and every warp runs block_math on the blocks of its
-// own range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
-// Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation),
-// C (read: the stage may be refilled).
-__host__ __device__ constexpr int shared_stage_count(int kD, int blocks) { return 2 * stage_count(kD, blocks); }
-// Shared bytes of the ring: stages, GAAC's decoded K and V tiles, the stages' barriers and entries.
-__host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes) {
-  const uint32_t stages = shared_stage_count(kD, blocks), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
-  return stages * 2 * kv_bytes + (gaac ? 2 * tile : 0) + stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
-}
-
-// Zeroes columns d .. kD-1 of the ring's BF16 tiles (the stages, or GAAC's decoded tiles) once:
-// the loaders never write them (padded heads, d = 48 runs as kD = 64).
-template <int kD, bool kGaac, int kB>
-__device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_bytes, int32_t d) {
-  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB);
-  if (d >= kD) return;
-  uint8_t* t0 = kGaac ? base + kSS * 2 * kv_bytes : base;
-  const int n_tiles = kGaac ? 2 : 2 * kSS;  // BF16: a stage's K and V are tiles (kv_bytes = kTileBytes)
-  for (int t = 0; t < n_tiles; ++t)
-    for (int x = threadIdx.x; x < KV_BLOCK_TOKENS * (kD - d); x += kThreads)
-      reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
-}
-
-// Round r of the block is decoded by warp (r + 1) % 4 (when the head has that many rounds): warp 0,
-// the one that issues the copies, decodes only at head size 256 (four rounds).
-template <int kD, int kR>
-__device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
-                                                const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
-                                                uint32_t half_bytes, const GaacLanes& GL,
-                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
-                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
-                                                uint16_t* vt) {
-  if constexpr (kR < TileGeom<kD>::kRounds && kR < kWarps) {
-    if (warp == (kR + 1) % kWarps)
-      return decode_gaac_block<kD, kR, kR + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
-    return decode_my_round<kD, kR + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
-  } else {
-    return true;
-  }
-}
-
-template <int kD, bool kGaac, int kB>
-__device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
-                                                int32_t n_rows, int32_t b0, int32_t b1, int32_t B0, int32_t B1,
-                                                uint8_t* base, const GaacLanes& GL,
-                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
-                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
-                                                float& m, float& l) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB), kT = TileGeom<kD>::kTiles;
-  static_assert(TileGeom<kD>::kRounds <= kWarps, "a warp per decode round");
-  const KVLayerView& kv = P.kv;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
-  const int32_t pos = tr.pos, lo = tr.lo, len = s.pos0 + s.n_q;
-
-  reset_row_state<kD>(o, m, l);
-
-  const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-  uint8_t* dec = base + kSS * 2 * kv_bytes;  // GAAC: the decoded K and V tiles
-  uint64_t* bars = reinterpret_cast<uint64_t*>(dec + (kGaac ? 2 * kTileBytes : 0));
-  uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kSS);  // [kSS][kT]
-  constexpr bool kBulk = GAACRT_BULK_COPY;
-  const int32_t n_iter = B1 - B0;
-  const bool bulk = kBulk && (kGaac || n_iter >= P.bulk_min_blocks);
-  if (kBulk && threadIdx.x == 0) {
-#pragma unroll
-    for (int p = 0; p < kSS; ++p) mbar_init(bars + p);
-    fence_mbar_init();
-  }
-  __syncthreads();  // the barriers, and the previous row group's last reads of the ring
-
-  const GaacStaging& gs = P.gaac_stage;
-  auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // warp 0 only
-    issue_stage<kD, kGaac>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane);
-  };
-  EntryStream<kT> es;  // warp 0's
-  if (warp == 0) {
-    es.start(kv, s.table, kvh, B0, 1, n_iter);
-    es.template issue_first<kSS>(issue);
-  }
-  uint32_t qa[kD / 16][4];
-  query_fragments<kD>(P.q + tr.q_off, tr.valid, kv.head_dim_k, qa);
-  for (int32_t it = 0; it < n_iter; ++it) {
-    const int32_t b = B0 + it;
-    uint8_t* sk = base + (2 * (it % kSS)) * kv_bytes;
-    const bool last = len - b * KV_BLOCK_TOKENS < KV_BLOCK_TOKENS;  // rows past the newest token
-    if (warp == 0) {
-      // kSS - 1 groups were committed before the loop and one per earlier iteration: all but the
-      // newest kSS - 2 hold block `it` and the ones before it.
-      cp_async_wait<kSS - 2>();  // this lane's copies of block `it` have landed
-      if (bulk) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and the bulk copies
-      __syncwarp();
-      if (!kGaac && last) zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
-    }
-    __syncthreads();  // A: block `it` is staged for every warp
-    // Block it + kSS - 1 into the stage block it - 1 used (freed at C of the last iteration), while
-    // the other warps start on block `it`.
-    if (warp == 0) es.template issue_ahead<kSS>(it, issue);
-    const bool mine = b >= b0 && b < b1;
-    if constexpr (kGaac) {
-      uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
-      uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
-      const bool ok_w = decode_my_round<kD, 0>(warp, kv, gs, ents + (it % kSS) * kT, sk, sk + kv_bytes, P.half_bytes,
-                                               GL, b3, b4, kt, vt);
-      const bool ok = __syncthreads_and(ok_w);  // B: decoded (and validated) for every warp
-      if (!ok) {
-        if (threadIdx.x == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
-      } else {
-        if (last) {  // block-uniform
-          if (warp == 0) zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
-          __syncthreads();
-        }
-        if (mine) block_math<kD>(kt, vt, b, pos, lo, qa, o, m, l, P.a);
-      }
-    } else {
-      if (mine)
-        block_math<kD>(reinterpret_cast<const uint16_t*>(sk), reinterpret_cast<const uint16_t*>(sk + kv_bytes), b,
-                       pos, lo, qa, o, m, l, P.a);
-    }
-    __syncthreads();  // C: the stage (and the decoded tiles) are read: they may be refilled
-  }
-  if (kBulk && threadIdx.x == 0)  // every phase issued has completed: retire the barriers
-#pragma unroll
-    for (int p = 0; p < kSS; ++p) mbar_inval(bars + p);
-}
 
 // o's three parts of this lane's row summed (lanes l and l ^ 16 get the same values).
 template <int kD>
@@ -579,13 +198,20 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
   merge_decode<kD>(P, s, kvh, split, n_rows, ds, dw, smem);
 }
 
+// Launch bounds: kB thread blocks per SM (168 registers at three); the kShared kernels two (the
+// wide row groups' three query parts and the 16 rows' accumulators: ~200 registers).
+template <int kD, bool kShared, int kB>
+constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
+
 // PDL: the decode path waits for the previous kernel inside run_rows (after the first copies of
 // old blocks), the prefill path before its first row group; nothing before either reads what the
 // step writes.
-// kShared: prefill-sized sequences on run_rows_shared (the launches of attention_prefill_*.cu),
-// else on run_rows; decode-sized sequences take the same path either way.
+// kShared: prefill-sized sequences on one stream per thread block (the launches of
+// attention_prefill_*.cu): in row groups of 64 when P.prefill_wide (attention_wide.cuh), else of
+// 16 (run_rows_shared); without kShared on run_rows. Decode-sized sequences take the same path
+// either way.
 template <int kD, bool kGaac, int kB, bool kShared = false>
-__global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_kernel(const KernelArgs P) {
+__global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);
   stamp(P.timeline, kStampStart);
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB);
@@ -646,20 +272,23 @@ __global__ void __launch_bounds__(kThreads, kD > 128 ? 1 : kB) attention_mma_ker
   if (n_rows > kRowsPerGroup) {
     // ---- prefill-sized: row groups of 16, one M-tile per warp, whole visible range ----
     pdl_begin();
-    if constexpr (kShared) zero_shared_padding<kD, kGaac, kB>(smem, kGaac ? kv.n_half * P.half_bytes : kTileBytes, d);
+    if constexpr (kShared) {
+      zero_shared_padding<kD, kGaac, kB>(smem, kGaac ? kv.n_half * P.half_bytes : kTileBytes, d);
+      if constexpr (kD <= KV_TILE_MAX_DIM)
+        if (P.prefill_wide) {
+          prefill_wide<kD, kGaac, kB>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+          return;
+        }
+    }
     for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += gridDim.x) {
       const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
       int32_t b0 = 0, b1 = 0;
-      if (r0 < n_rows) {
-        const int32_t p0 = s.pos0 + r0 / G, p1 = s.pos0 + min(n_rows - 1, r0 + kRowsPerTile - 1) / G;
-        b0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS;
-        b1 = p1 / KV_BLOCK_TOKENS + 1;
-      }
+      if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows - 1, r0 + kRowsPerTile - 1), b0, b1);
       if constexpr (kShared) {
         // The row group's blocks, the same way from its first and last rows: every warp's lie inside.
         const int32_t g0 = rg * kRowsPerGroup;
-        const int32_t p0 = s.pos0 + g0 / G, p1 = s.pos0 + min(n_rows - 1, g0 + kRowsPerGroup - 1) / G;
-        const int32_t B0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS, B1 = p1 / KV_BLOCK_TOKENS + 1;
+        int32_t B0, B1;
+        row_blocks(s, G, W, g0, min(n_rows - 1, g0 + kRowsPerGroup - 1), B0, B1);
         run_rows_shared<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, B0, B1, smem, GL, b3, b4, o, m, l);
       } else {
         run_rows<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);

@@ -1,0 +1,192 @@
+// attention_prefill.cuh — prefill-sized sequences of the tensor-core attention kernel
+// (attention_mma.cuh): a thread block's warps on one stream of K/V blocks, each block copied (and
+// GAAC's decoded) once into a ring the thread block shares.
+#pragma once
+#include "attention_block.cuh"
+#include "entry_stream.cuh"
+
+namespace gaacrt::cuda::attn {
+
+// Starts the copies of a block (table entries e) into stage `slot` of the stages at `stages`
+// (K then V, kv_bytes each), keeping its entries in ents[slot] for the decode; bulk: by bulk copies
+// completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them.
+template <int kD, bool kGaac>
+__device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacStaging& gs, uint32_t half_bytes,
+                                            const uint32_t (&e)[TileGeom<kD>::kTiles], int slot, uint8_t* stages,
+                                            uint32_t kv_bytes, uint32_t* ents, uint64_t* bars, bool bulk, int lane) {
+  constexpr int kT = TileGeom<kD>::kTiles;
+  uint8_t* sk = stages + (2 * slot) * kv_bytes;
+  if (lane == 0)
+#pragma unroll
+    for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
+  uint64_t* bar = bulk ? bars + slot : nullptr;
+  if constexpr (kGaac)
+    issue_gaac<kD>(kv, gs, e, sk, sk + kv_bytes, half_bytes, lane, bar);
+  else
+    issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
+}
+
+
+// ---- prefill: a thread block's four warps on one stream of blocks -----------------------------
+// A row group's 16 rows are four M-tiles of consecutive rows (GQA group of 4: four consecutive
+// query tokens), whose visible blocks are one range give or take the first (sliding window) and
+// the last block. The per-warp path (run_rows) copies every block once per warp, and GAAC decodes
+// it once per warp; here warp 0 copies each block of the group's range [B0, B1) once into a ring
+// of shared_stage_count stages the thread block shares, GAAC's tiles are decoded once (a warp per
+// decode round: K's tiles and V's in parallel), and every warp runs block_math on the blocks of its
+// own range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
+// Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation),
+// C (read: the stage may be refilled).
+__host__ __device__ constexpr int shared_stage_count(int kD, int blocks) { return 2 * stage_count(kD, blocks); }
+// Shared bytes of the ring: stages, GAAC's decoded K and V tiles, the stages' barriers and entries.
+__host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes) {
+  const uint32_t stages = shared_stage_count(kD, blocks), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
+  return stages * 2 * kv_bytes + (gaac ? 2 * tile : 0) + stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
+}
+
+// Zeroes columns d .. kD-1 of the ring's BF16 tiles (the stages, or GAAC's decoded tiles) once:
+// the loaders never write them (padded heads, d = 48 runs as kD = 64).
+template <int kD, bool kGaac, int kB>
+__device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_bytes, int32_t d) {
+  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB);
+  if (d >= kD) return;
+  uint8_t* t0 = kGaac ? base + kSS * 2 * kv_bytes : base;
+  const int n_tiles = kGaac ? 2 : 2 * kSS;  // BF16: a stage's K and V are tiles (kv_bytes = kTileBytes)
+  for (int t = 0; t < n_tiles; ++t)
+    for (int x = threadIdx.x; x < KV_BLOCK_TOKENS * (kD - d); x += kThreads)
+      reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
+}
+
+// Round r of the block is decoded by warp (r + 1) % 4 (when the head has that many rounds): warp 0,
+// the one that issues the copies, decodes only at head size 256 (four rounds).
+template <int kD, int kR>
+__device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
+                                                const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
+                                                uint32_t half_bytes, const GaacLanes& GL,
+                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
+                                                uint16_t* vt) {
+  if constexpr (kR < TileGeom<kD>::kRounds && kR < kWarps) {
+    if (warp == (kR + 1) % kWarps)
+      return decode_gaac_block<kD, kR, kR + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+    return decode_my_round<kD, kR + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+  } else {
+    return true;
+  }
+}
+
+// First block of the keys rows R0 .. R1 (R1 included) can see, and one past the last.
+__device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t W, int32_t R0, int32_t R1, int32_t& b0,
+                                           int32_t& b1) {
+  const int32_t p0 = s.pos0 + R0 / G, p1 = s.pos0 + R1 / G;
+  b0 = (W > 0 ? max(0, p0 - W + 1) : 0) / KV_BLOCK_TOKENS;
+  b1 = p1 / KV_BLOCK_TOKENS + 1;
+}
+
+// One row group's stream: blocks B0 .. B1-1 of sequence s and kv-head kvh, each staged once into
+// the ring (warp 0 issues the copies) and, for GAAC, decoded once (decode_my_round); every warp
+// then calls math(kt, vt, b) on the block's BF16 rows. start() runs once the first copies are
+// out (the rows' query fragments: their loads overlap the copies). bf16_bulk: BF16 pages by bulk
+// copies where run_rows would take them (a long stream), else always by cp.async: a page's bulk
+// copies issue one row at a time (~290 instructions a block on warp 0, which every warp then
+// waits for at the next barrier), cp.async's with all lanes (~30).
+template <int kD, bool kGaac, int kB, class Start, class Math>
+__device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
+                                              int32_t B1, uint8_t* base, const GaacLanes& GL,
+                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                              const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], Start&& start,
+                                              Math&& math, bool bf16_bulk = true) {
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB), kT = TileGeom<kD>::kTiles;
+  static_assert(TileGeom<kD>::kRounds <= kWarps, "a warp per decode round");
+  const KVLayerView& kv = P.kv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int32_t len = s.pos0 + s.n_q;
+
+  const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
+  uint8_t* dec = base + kSS * 2 * kv_bytes;  // GAAC: the decoded K and V tiles
+  uint64_t* bars = reinterpret_cast<uint64_t*>(dec + (kGaac ? 2 * kTileBytes : 0));
+  uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kSS);  // [kSS][kT]
+  constexpr bool kBulk = GAACRT_BULK_COPY;
+  const int32_t n_iter = B1 - B0;
+  const bool bulk = kBulk && (kGaac || (bf16_bulk && n_iter >= P.bulk_min_blocks));
+  if (kBulk && threadIdx.x == 0) {
+#pragma unroll
+    for (int p = 0; p < kSS; ++p) mbar_init(bars + p);
+    fence_mbar_init();
+  }
+  __syncthreads();  // the barriers, and the previous row group's last reads of the ring
+
+  const GaacStaging& gs = P.gaac_stage;
+  auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // warp 0 only
+    issue_stage<kD, kGaac>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane);
+  };
+  EntryStream<kT> es;  // warp 0's
+  if (warp == 0) {
+    es.start(kv, s.table, kvh, B0, 1, n_iter);
+    es.template issue_first<kSS>(issue);
+  }
+  start();
+  for (int32_t it = 0; it < n_iter; ++it) {
+    const int32_t b = B0 + it;
+    uint8_t* sk = base + (2 * (it % kSS)) * kv_bytes;
+    const bool last = len - b * KV_BLOCK_TOKENS < KV_BLOCK_TOKENS;  // rows past the newest token
+    if (warp == 0) {
+      // kSS - 1 groups were committed before the loop and one per earlier iteration: all but the
+      // newest kSS - 2 hold block `it` and the ones before it.
+      cp_async_wait<kSS - 2>();  // this lane's copies of block `it` have landed
+      if (bulk) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and the bulk copies
+      __syncwarp();
+      if (!kGaac && last) zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
+    }
+    __syncthreads();  // A: block `it` is staged for every warp
+    // Block it + kSS - 1 into the stage block it - 1 used (freed at C of the last iteration), while
+    // the other warps start on block `it`.
+    if (warp == 0) es.template issue_ahead<kSS>(it, issue);
+    if constexpr (kGaac) {
+      uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
+      uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
+      const bool ok_w = decode_my_round<kD, 0>(warp, kv, gs, ents + (it % kSS) * kT, sk, sk + kv_bytes, P.half_bytes,
+                                               GL, b3, b4, kt, vt);
+      const bool ok = __syncthreads_and(ok_w);  // B: decoded (and validated) for every warp
+      if (!ok) {
+        if (threadIdx.x == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
+      } else {
+        if (last) {  // block-uniform
+          if (warp == 0) zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
+          __syncthreads();
+        }
+        math(kt, vt, b);
+      }
+    } else {
+      math(reinterpret_cast<const uint16_t*>(sk), reinterpret_cast<const uint16_t*>(sk + kv_bytes), b);
+    }
+    __syncthreads();  // C: the stage (and the decoded tiles) are read: they may be refilled
+  }
+  if (kBulk && threadIdx.x == 0)  // every phase issued has completed: retire the barriers
+#pragma unroll
+    for (int p = 0; p < kSS; ++p) mbar_inval(bars + p);
+}
+
+// Narrow row groups: this warp's M-tile of 4 rows (r0 ..) over its blocks [b0, b1) of the group's
+// stream [B0, B1): the same blocks and sums as run_rows, so the same bits.
+template <int kD, bool kGaac, int kB>
+__device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
+                                                int32_t n_rows, int32_t b0, int32_t b1, int32_t B0, int32_t B1,
+                                                uint8_t* base, const GaacLanes& GL,
+                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
+                                                float& m, float& l) {
+  const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
+  uint32_t qa[kD / 16][4];
+  shared_stream<kD, kGaac, kB>(
+      P, s, kvh, B0, B1, base, GL, b3, b4,
+      [&] {
+        reset_row_state<kD>(o, m, l);
+        query_fragments<kD>(P.q + tr.q_off, tr.valid, P.kv.head_dim_k, qa);
+      },
+      [&](const uint16_t* kt, const uint16_t* vt, int32_t b) {
+        if (b >= b0 && b < b1) block_math<kD>(kt, vt, b, tr.pos, tr.lo, qa, o, m, l, P.a);
+      });
+}
+
+}  // namespace gaacrt::cuda::attn

@@ -1,0 +1,190 @@
+// attention_wide.cuh — prefill-sized sequences in wide row groups: 16 query rows per warp, 64 per
+// thread block, on one shared stream of K/V blocks (attention_prefill.cuh shared_stream).
+//
+// The narrow path (run_rows_shared) gives a warp an M-tile of 4 rows, the three bf16 parts of
+// their fp32 queries in the 16 rows of the mma's A operand (attention_mma.cuh says why): a 16-row
+// row group per thread block, every K/V block copied (and GAAC's decoded) once per 4 query tokens
+// and read by ldmatrix once per 4 rows. At a deep context that re-reading bounds a prefill (pp512
+// after 32K of the 8B shape on the H200: 1,171 tok/s, ~12 ms a layer in attention). Here the 16
+// rows of the A operand are 16 real rows (rows g and g + 8 of lane l, g = l / 4: the usual
+// flash-attention layout), and each part of the query (hi, mid, lo) is an mma of its own into the
+// same fp32 accumulators, and so are the softmax weights' parts in p·v: about the precision of
+// fp32 products again (3 x 8 significant bits), four times the rows per K/V read, and 3 mma per 16
+// rows where the narrow path spends 4. Different sums from the narrow path's, so different bits
+// (within ~1e-6); the same for the BF16 and the GAAC cache (one kernel, the same stream).
+#pragma once
+#include "attention_prefill.cuh"
+
+namespace gaacrt::cuda::attn {
+
+constexpr int kWideRowsPerWarp = 16, kWideRows = kWarps * kWideRowsPerWarp;  // 64
+
+// One of this lane's two query rows (R = r0 + g + 8 h of the warp's 16): as tile_row.
+__device__ __forceinline__ TileRow wide_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t R,
+                                            int32_t n_rows) {
+  const int32_t G = P.a.n_head / P.kv.n_head_kv;
+  TileRow t;
+  t.R = R;
+  t.valid = R < n_rows;
+  const int32_t i = t.valid ? R / G : 0, gq = t.valid ? R % G : 0;
+  t.q_off = ((int64_t)(s.q_begin + i) * P.a.n_head + kvh * G + gq) * P.kv.head_dim_k;
+  t.pos = t.valid ? s.pos0 + i : -1;
+  t.lo = P.a.sliding_window > 0 ? max(0, t.pos - P.a.sliding_window + 1) : 0;
+  return t;
+}
+
+// The A fragments of the warp's 16 query rows in three bf16 parts, each part a whole operand:
+// qa[p][kk] = {row g channels c, c+1; row g+8 c, c+1; row g c+8, c+9; row g+8 c+8, c+9},
+// c = 16 kk + 2 (lane % 4); zeros past dk channels and for missing rows.
+template <int kD>
+__device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&rw)[2], uint32_t (&qa)[3][kD / 16][4]) {
+  const int tig = threadIdx.x & 3;
+  const int32_t dk = P.kv.head_dim_k;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk)
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ch = 16 * kk + 2 * tig + 8 * u;
+        const float* qv = P.q + rw[h].q_off;
+        const float x0 = rw[h].valid && ch < dk ? qv[ch] : 0.f, x1 = rw[h].valid && ch + 1 < dk ? qv[ch + 1] : 0.f;
+        const Split3 sp = split3(x0, x1);
+        qa[0][kk][2 * u + h] = sp.hi;
+        qa[1][kk][2 * u + h] = sp.mid;
+        qa[2][kk][2 * u + h] = sp.lo;
+      }
+}
+
+// Scores, online softmax and weighted values of one block of 16 keys for the warp's 16 rows.
+// The tensor cores add a product sum to the accumulator and truncate (not round) the fp32 result,
+// so each query part gets accumulators of its own (s[p][n]: keys 8n .. 8n+7; fragment e is row
+// g + 8 (e / 2), key 8n + 2t + e % 2), summed in fp32 afterwards, and the block's p·v gathers its
+// three parts in fresh accumulators before one rounded add into o: as in the narrow path, the
+// small parts are never truncated against the large sums (added straight into s and o, on the
+// H200, the head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed
+// the CPU by more than their 2e-6; the emulation, which rounds, gave ~5e-7). This lane's scores of row h are
+// the narrow path's four keys (2t, 2t+1, 2t+8, 2t+9), so softmax_weights serves each row as it is.
+template <int kD>
+__device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16_t* vt, int32_t b,
+                                                const TileRow (&rw)[2], const uint32_t (&qa)[3][kD / 16][4],
+                                                float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
+                                                const AttentionArgs& a) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
+  float s[3][2][4];
+#pragma unroll
+  for (int p = 0; p < 3; ++p)
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) s[p][n][x] = 0.f;
+  const uint16_t* kp = kt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t r[4];
+    ldmatrix_x4(r, kp + 16 * kk);
+#pragma unroll
+    for (int p = 0; p < 3; ++p) {
+      mma_bf16(s[p][0], qa[p][kk], r[0], r[1]);
+      mma_bf16(s[p][1], qa[p][kk], r[2], r[3]);
+    }
+  }
+  float w[2][4], corr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sc[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = j >> 1, e = 2 * h + (j & 1);
+      sc[j] = (s[2][n][e] + s[1][n][e]) + s[0][n][e];
+    }
+    corr[h] = softmax_weights(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
+  }
+  if (__any_sync(kFull, corr[0] != 1.f || corr[1] != 1.f)) {  // x * 1 == x: skipping is exact
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      o[nt][0] *= corr[0];
+      o[nt][1] *= corr[0];
+      o[nt][2] *= corr[1];
+      o[nt][3] *= corr[1];
+    }
+  }
+  // The weights as the A operand of p·v: {row g keys 2t, 2t+1; row g+8 the same; row g keys
+  // 2t+8, 2t+9; row g+8 the same}, three parts.
+  uint32_t pf[3][4];
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const Split3 sp = split3(w[h][2 * u], w[h][2 * u + 1]);
+      pf[0][2 * u + h] = sp.hi;
+      pf[1][2 * u + h] = sp.mid;
+      pf[2][2 * u + h] = sp.lo;
+    }
+  const uint16_t* vp = vt + (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
+#pragma unroll
+  for (int np = 0; np < kD / 16; ++np) {
+    uint32_t r[4];
+    ldmatrix_x4_trans(r, vp + 16 * np);
+    float t[2][4] = {};  // this block's p·v, the small parts first
+#pragma unroll
+    for (int p = 2; p >= 0; --p) {
+      mma_bf16(t[0], pf[p], r[0], r[1]);
+      mma_bf16(t[1], pf[p], r[2], r[3]);
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      o[2 * np][x] += t[0][x];
+      o[2 * np + 1][x] += t[1][x];
+    }
+  }
+}
+
+// Thread block `split` takes row groups split, split + gridDim.x, ... of 64 rows of sequence s.
+template <int kD, bool kGaac, int kB>
+__device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
+                                             int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
+                                             const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                             const GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  const int32_t G = P.a.n_head / P.kv.n_head_kv, W = P.a.sliding_window, dv = P.kv.head_dim_v;
+  for (int32_t rg = split; rg * kWideRows < n_rows; rg += gridDim.x) {
+    const int32_t g0 = rg * kWideRows, r0 = g0 + kWideRowsPerWarp * warp;
+    int32_t B0, B1, b0 = 0, b1 = 0;  // the group's blocks, and this warp's (none past the rows)
+    row_blocks(s, G, W, g0, min(n_rows, g0 + kWideRows) - 1, B0, B1);
+    if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows, r0 + kWideRowsPerWarp) - 1, b0, b1);
+    const TileRow rw[2] = {wide_row(P, s, kvh, r0 + g, n_rows), wide_row(P, s, kvh, r0 + g + 8, n_rows)};
+    float o[kD / 8][4], m[2], l[2];
+    uint32_t qa[3][kD / 16][4];
+    shared_stream<kD, kGaac, kB>(
+        P, s, kvh, B0, B1, smem, GL, b3, b4,
+        [&] {
+#pragma unroll
+          for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
+          m[0] = m[1] = -INFINITY;
+          l[0] = l[1] = 0.f;
+          wide_query<kD>(P, rw, qa);
+        },
+        [&](const uint16_t* kt, const uint16_t* vt, int32_t b) {
+          if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a);
+        },
+        P.prefill_wide == 2);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!rw[h].valid) continue;
+      float* op = out_row(P, s, kvh, rw[h].R);
+      const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kD / 8; ++nt) {
+        const int ch = 8 * nt + 2 * tig;
+        if (ch < dv) op[ch] = o[nt][2 * h] * inv;
+        if (ch + 1 < dv) op[ch + 1] = o[nt][2 * h + 1] * inv;
+      }
+    }
+  }
+}
+
+}  // namespace gaacrt::cuda::attn

@@ -166,7 +166,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // once for their four warps (attention_prefill.cuh), where its ring fits the shared memory sized
   // above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp. Its row groups
   // are 64 rows (attention_wide.cuh) at head sizes up to 128 unless GAACRT_CUDA_PREFILL_WIDE=0
-  // (read on every call) asks for 16; =2 copies their BF16 pages by bulk copies on long streams.
+  // (read on every call) asks for 16; =2 copies their BF16 pages by bulk copies on long streams,
+  // =3 takes two parts of the queries and weights instead of three (KernelArgs::prefill_wide).
   static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
   const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
   const char* pw = std::getenv("GAACRT_CUDA_PREFILL_WIDE");
@@ -181,7 +182,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps(), e8_qrot, rot_rows, wide ? (pw && pw[0] == '2' ? 2 : 1) : 0};
+                           timeline.stamps(), e8_qrot, rot_rows, wide ? (pw && (pw[0] == '2' || pw[0] == '3') ? pw[0] - '0' : 1) : 0};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, rot_rows > attn::kRowsPerGroup);
   else if (shared)

@@ -69,7 +69,7 @@ template <int kD>
 __device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16_t* vt, int32_t b,
                                                 const TileRow (&rw)[2], const uint32_t (&qa)[3][kD / 16][4],
                                                 float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
-                                                const AttentionArgs& a) {
+                                                const AttentionArgs& a, int n_parts) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
   float s[3][2][4];
@@ -86,6 +86,7 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16
     ldmatrix_x4(r, kp + 16 * kk);
 #pragma unroll
     for (int p = 0; p < 3; ++p) {
+      if (p >= n_parts) break;  // warp-uniform
       mma_bf16(s[p][0], qa[p][kk], r[0], r[1]);
       mma_bf16(s[p][1], qa[p][kk], r[2], r[3]);
     }
@@ -130,6 +131,7 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16
     float t[2][4] = {};  // this block's p·v, the small parts first
 #pragma unroll
     for (int p = 2; p >= 0; --p) {
+      if (p >= n_parts) continue;  // warp-uniform
       mma_bf16(t[0], pf[p], r[0], r[1]);
       mma_bf16(t[1], pf[p], r[2], r[3]);
     }
@@ -149,6 +151,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
                                              const GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   const int32_t G = P.a.n_head / P.kv.n_head_kv, W = P.a.sliding_window, dv = P.kv.head_dim_v;
+  const int n_parts = P.prefill_wide == 3 ? 2 : 3;  // 3: an experiment, two parts (16 bits) of q and p
   for (int32_t rg = split; rg * kWideRows < n_rows; rg += gridDim.x) {
     const int32_t g0 = rg * kWideRows, r0 = g0 + kWideRowsPerWarp * warp;
     int32_t B0, B1, b0 = 0, b1 = 0;  // the group's blocks, and this warp's (none past the rows)
@@ -169,7 +172,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           wide_query<kD>(P, rw, qa);
         },
         [&](const uint16_t* kt, const uint16_t* vt, int32_t b) {
-          if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a);
+          if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a, n_parts);
         },
         P.prefill_wide == 2);
 #pragma unroll

@@ -24,6 +24,13 @@
 #            matches SASS_REGEX, run under SASS_CMD (default: the GAAC decode attention at 64K,
 #            bench/cuda_attention.py), then bench/ncu_sass_regions.py with SASS_UNITS work units
 #            (default 32768 = 64K / 16 x 8 kv-heads) (not a default stage)
+#   wide     the prefill attention's variants (GAACRT_CUDA_PREFILL_WIDE, attention_wide.cuh): their
+#            distance from the CPU (bench/wide_prefill_precision.py), then pp512 at depth 0 and
+#            after 32K for each of WIDE_VALUES (default 1 2 3 0 1 2 3: bulk copies, cp.async, two
+#            parts, 16-row groups) (not a default stage). The wide kernel's SASS regions at 32K:
+#            STAGES=sass SASS_REGEX="attention_mma_kernel<128, false, 3, true" SASS_SKIP=140
+#            SASS_UNITS=532480 SASS_CMD="python3 bench/cuda_e2e.py $MODEL --caches bf16 --depths 0
+#            --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0"
 #   layout   tg128 at depth 0 with the weights regrouped by eight and with the GGUF bytes
 #            (GAACRT_CUDA_GROUP8=1|0), the same run (not a default stage)
 #   q4k      the 8B shape with Q4_K projections (gen_8b.py --body-type q4_k; the same bytes as
@@ -57,7 +64,7 @@ if has tests; then
     tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
     tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -107,6 +114,15 @@ if has sass; then
     "$PY" bench/ncu_sass_regions.py "$OUT/sass.csv" --units "$SASS_UNITS" | head -60
   ncu --import "$OUT/sass.ncu-rep" --print-details all 2>&1 | grep -E "Duration|Warp Cycles Per Issued|Stall (Wait|Long|Short)" | head -6
   rm -f "$OUT/sass.ncu-rep"
+fi
+if has wide; then
+  stage "wide prefill row groups: precision against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WIDE"
+  timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
+  for W in ${WIDE_VALUES:-1 2 3 0 1 2 3}; do
+    echo "GAACRT_CUDA_PREFILL_WIDE=$W:"
+    GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
+      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
+  done
 fi
 if has layout; then
   for G in 1 0; do

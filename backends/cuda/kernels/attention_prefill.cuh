@@ -89,7 +89,8 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // out (the rows' query fragments: their loads overlap the copies). bf16_bulk: BF16 pages by bulk
 // copies where run_rows would take them (a long stream), else always by cp.async: a page's bulk
 // copies issue one row at a time (~290 instructions a block on warp 0, which every warp then
-// waits for at the next barrier), cp.async's with all lanes (~30).
+// waits for at the next barrier), cp.async's with all lanes (~30); which is faster here is not
+// measured yet (GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async).
 template <int kD, bool kGaac, int kB, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,

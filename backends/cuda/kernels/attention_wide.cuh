@@ -174,7 +174,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
         [&](const uint16_t* kt, const uint16_t* vt, int32_t b) {
           if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a, n_parts);
         },
-        P.prefill_wide == 2);
+        P.prefill_wide != 2);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (!rw[h].valid) continue;

@@ -213,6 +213,8 @@ def _chunked_prefill_shared_vs_per_warp(gpu, cache, monkeypatch, n_tok=330):
         s = gpu.session(n_ctx=n_tok + 64, cache=cache, n_ubatch=64)
         return s.eval(toks, all_logits=True), s
 
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)  # the defaults, whatever the caller set
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_SHARED", raising=False)
     wide, _ = run()
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_SHARED", "0")

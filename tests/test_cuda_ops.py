@@ -148,7 +148,8 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
                                                                monkeypatch):
     # Prefill-sized sequences in row groups of 64 (attention_wide.cuh, the default up to head size
     # 128): 16 query rows per warp, each of the query's and the weights' three bf16 parts an mma of
-    # its own. As close to the CPU as the narrow path (~5e-7), and to the narrow path itself.
+    # its own. As close to the CPU as the narrow path (~5e-7 on cuda-emulated, which rounds where
+    # the tensor cores truncate; two parts instead of three: ~3.3e-6), and to the narrow path.
     rng = np.random.default_rng(n_ctx * 7 + n_q + d)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
@@ -157,7 +158,8 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
     narrow = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
     ref = _core.op_attention(cpu, k, v, q, s, sliding_window=window, softcap=cap)
     assert np.isfinite(wide).all()
-    assert rel(wide, ref) < 2e-6  # ~5e-7 on both paths: one part fewer would be ~1e-3
+    assert rel(wide, ref) < 1e-5  # the attention tests' bound
+    assert rel(wide, ref) < 2 * rel(narrow, ref)  # as precise as the narrow path
     assert rel(wide, narrow) < 2e-6
     assert not np.array_equal(wide.view(np.uint32), narrow.view(np.uint32))  # the wide path ran
 

@@ -23,11 +23,13 @@
 //     split order, the softmax sums by a fixed shuffle tree) and writes the output: no second
 //     kernel. Splits that hold no keys (a short context in a session sized for a long one) leave
 //     at once and are not counted.
-//   * prefill-sized sequences: thread block x takes row groups x, x + gridDim.x, ... of 16 rows,
-//     one M-tile per warp over that M-tile's whole visible range, and writes its rows itself (the
-//     host sizes gridDim.x from AttentionArgs::max_q, at least n_split). Launches with such a
-//     sequence run the kShared kernel (GAACRT_CUDA_PREFILL_SHARED=0: the per-warp one): the four
-//     warps' blocks are copied, and GAAC's decoded, once for the thread block (run_rows_shared).
+//   * prefill-sized sequences: thread block x takes row groups x, x + gridDim.x, ... and writes
+//     their rows itself (the host sizes gridDim.x from AttentionArgs::max_q, at least n_split).
+//     Launches with such a sequence run the kShared kernel (GAACRT_CUDA_PREFILL_SHARED=0: the
+//     per-warp one), whose four warps share one stream of blocks, each copied, and GAAC's
+//     decoded, once for the thread block (attention_prefill.cuh): row groups of 64, 16 rows per
+//     warp, up to head size 128 (attention_wide.cuh), else of 16, one M-tile per warp over that
+//     M-tile's whole visible range (run_rows_shared).
 // n_split depends only on the batch's number of sequences and the GPU, and every order of
 // summation (blocks in a warp, warps in a block, splits) is fixed by lengths alone, so a GAAC
 // cache (whose loader rebuilds the very BF16 bits) gives bit-identical results to a BF16 cache.
@@ -199,7 +201,10 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 }
 
 // Launch bounds: kB thread blocks per SM (168 registers at three); the kShared kernels two (the
-// wide row groups' three query parts and the 16 rows' accumulators: ~200 registers).
+// wide row groups' three query parts and the 16 rows' accumulators take 255 at head size 128).
+// A kShared launch's decode-sized sequences (beside a prefill) keep n_split, sized for kB: at
+// three, their splits then run in ~1.5 waves (slower, the same bits), and so does the 16-row
+// path (GAACRT_CUDA_PREFILL_WIDE=0), no longer the configuration measured before the wide one.
 template <int kD, bool kShared, int kB>
 constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 
@@ -270,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
 
   float o[kD / 8][4], oc[kD / 8][2], m, l;
   if (n_rows > kRowsPerGroup) {
-    // ---- prefill-sized: row groups of 16, one M-tile per warp, whole visible range ----
+    // ---- prefill-sized: row groups of 64 (attention_wide.cuh) or 16, one M-tile per warp ----
     pdl_begin();
     if constexpr (kShared) {
       zero_shared_padding<kD, kGaac, kB>(smem, kGaac ? kv.n_half * P.half_bytes : kTileBytes, d);

@@ -7,11 +7,12 @@
 // and read by ldmatrix once per 4 rows. At a deep context that re-reading bounds a prefill (pp512
 // after 32K of the 8B shape on the H200: 1,171 tok/s, ~12 ms a layer in attention). Here the 16
 // rows of the A operand are 16 real rows (rows g and g + 8 of lane l, g = l / 4: the usual
-// flash-attention layout), and each part of the query (hi, mid, lo) is an mma of its own into the
-// same fp32 accumulators, and so are the softmax weights' parts in p·v: about the precision of
-// fp32 products again (3 x 8 significant bits), four times the rows per K/V read, and 3 mma per 16
-// rows where the narrow path spends 4. Different sums from the narrow path's, so different bits
-// (within ~1e-6); the same for the BF16 and the GAAC cache (one kernel, the same stream).
+// flash-attention layout), and each part of the query (hi, mid, lo) is an mma of its own, into
+// accumulators of its own, and so are the softmax weights' parts in p·v (wide_block_math says how
+// they are summed): about the precision of fp32 products again (3 x 8 significant bits), four
+// times the rows per K/V read, and 3 mma per 16 rows where the narrow path spends 4. Different
+// sums from the narrow path's, so different bits (within ~1e-6); the same for the BF16 and the
+// GAAC cache (one kernel, the same stream).
 #pragma once
 #include "attention_prefill.cuh"
 

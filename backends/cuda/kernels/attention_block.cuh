@@ -23,26 +23,31 @@ __device__ inline void record_corrupt(DeviceErrors* err, int32_t layer, int32_t 
   e->code = 1;
 }
 
-// This lane's query row of an M-tile (rows r0 .. r0+3 of sequence s; lanes g and g + 4 share
-// row r0 + g % 4): its index R, whether it exists, where its query vector starts in P.q, its
-// position and the first key its window sees (-1 and 0 for a missing row: no key is visible).
+// Query row R of sequence s (query token R / G, head R % G of kv-head kvh's group): its index,
+// whether it exists, where its query vector starts in P.q, its position and the first key its
+// window sees (-1 and 0 for a missing row: no key is visible).
 struct TileRow {
   int32_t R;
   bool valid;
   int64_t q_off;
   int32_t pos, lo;
 };
-__device__ __forceinline__ TileRow tile_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
-                                            int32_t n_rows) {
+__device__ __forceinline__ TileRow query_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t R,
+                                             int32_t n_rows) {
   const int32_t G = P.a.n_head / P.kv.n_head_kv;
   TileRow t;
-  t.R = r0 + (((threadIdx.x & 31) >> 2) & 3);
+  t.R = R;
   t.valid = t.R < n_rows;
   const int32_t i = t.valid ? t.R / G : 0, gq = t.valid ? t.R % G : 0;
   t.q_off = ((int64_t)(s.q_begin + i) * P.a.n_head + kvh * G + gq) * P.kv.head_dim_k;
   t.pos = t.valid ? s.pos0 + i : -1;
   t.lo = P.a.sliding_window > 0 ? max(0, t.pos - P.a.sliding_window + 1) : 0;
   return t;
+}
+// This lane's query row of an M-tile (rows r0 .. r0+3; lanes g and g + 4 share row r0 + g % 4).
+__device__ __forceinline__ TileRow tile_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
+                                            int32_t n_rows) {
+  return query_row(P, s, kvh, r0 + (((threadIdx.x & 31) >> 2) & 3), n_rows);
 }
 
 // This lane's A fragments of its query row qv (dk channels; zeros past them or when !valid),

@@ -20,20 +20,6 @@ namespace gaacrt::cuda::attn {
 
 constexpr int kWideRowsPerWarp = 16, kWideRows = kWarps * kWideRowsPerWarp;  // 64
 
-// One of this lane's two query rows (R = r0 + g + 8 h of the warp's 16): as tile_row.
-__device__ __forceinline__ TileRow wide_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t R,
-                                            int32_t n_rows) {
-  const int32_t G = P.a.n_head / P.kv.n_head_kv;
-  TileRow t;
-  t.R = R;
-  t.valid = R < n_rows;
-  const int32_t i = t.valid ? R / G : 0, gq = t.valid ? R % G : 0;
-  t.q_off = ((int64_t)(s.q_begin + i) * P.a.n_head + kvh * G + gq) * P.kv.head_dim_k;
-  t.pos = t.valid ? s.pos0 + i : -1;
-  t.lo = P.a.sliding_window > 0 ? max(0, t.pos - P.a.sliding_window + 1) : 0;
-  return t;
-}
-
 // The A fragments of the warp's 16 query rows in three bf16 parts, each part a whole operand:
 // qa[p][kk] = {row g channels c, c+1; row g+8 c, c+1; row g c+8, c+9; row g+8 c+8, c+9},
 // c = 16 kk + 2 (lane % 4); zeros past dk channels and for missing rows.
@@ -158,7 +144,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     int32_t B0, B1, b0 = 0, b1 = 0;  // the group's blocks, and this warp's (none past the rows)
     row_blocks(s, G, W, g0, min(n_rows, g0 + kWideRows) - 1, B0, B1);
     if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows, r0 + kWideRowsPerWarp) - 1, b0, b1);
-    const TileRow rw[2] = {wide_row(P, s, kvh, r0 + g, n_rows), wide_row(P, s, kvh, r0 + g + 8, n_rows)};
+    const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
     uint32_t qa[3][kD / 16][4];
     shared_stream<kD, kGaac, kB>(

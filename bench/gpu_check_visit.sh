@@ -27,7 +27,8 @@
 #   wide     the prefill attention's variants (GAACRT_CUDA_PREFILL_WIDE, attention_wide.cuh): their
 #            distance from the CPU (bench/wide_prefill_precision.py), then pp512 at depth 0 and
 #            after 32K for each of WIDE_VALUES (default 1 2 3 0 1 2 3: bulk copies, cp.async, two
-#            parts, 16-row groups) (not a default stage). The wide kernel's SASS regions at 32K:
+#            parts, 16-row groups), then the E8 cache's pp512 at 0 / 32K in row groups of 64 and 16
+#            (1 0; attention_e8_wide.cuh) (not a default stage). The wide kernel's SASS regions at 32K:
 #            STAGES=sass SASS_REGEX="attention_mma_kernel<128, false, 3, true" SASS_SKIP=140
 #            SASS_UNITS=532480 SASS_CMD="python3 bench/cuda_e2e.py $MODEL --caches bf16 --depths 0
 #            --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0"
@@ -121,6 +122,11 @@ if has wide; then
   for W in ${WIDE_VALUES:-1 2 3 0 1 2 3}; do
     echo "GAACRT_CUDA_PREFILL_WIDE=$W:"
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
+      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
+  done
+  for W in 1 0; do
+    echo "E8, GAACRT_CUDA_PREFILL_WIDE=$W:"
+    GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches e8 --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
   done
 fi

@@ -1,8 +1,10 @@
 """bench/wide_prefill_precision.py — how far the prefill attention's paths are from the CPU backend
 (relative L2 over the outputs), for the variants GAACRT_CUDA_PREFILL_WIDE selects: 1 (the default,
 row groups of 64, three bf16 parts of the queries and weights; attention_wide.cuh), 2 (the same,
-BF16 pages by cp.async), 3 (two parts), 0 (row groups of 16, run_rows_shared). Random K, V and
-queries, as tests/test_cuda_ops.py's attention tests.
+BF16 pages by cp.async), 3 (two parts), 0 (row groups of 16, run_rows_shared); then the E8 cache's
+prefill in row groups of 64 (1, attention_e8_wide.cuh) and of 16 (0, run_rows_e8), its blocks older
+than 128 tokens compressed. Random K, V and queries, as tests/test_cuda_ops.py's attention tests
+and tests/test_cuda_lossy.py's.
 
     python3 bench/wide_prefill_precision.py [--backend cuda|cuda-emulated]
 """
@@ -44,6 +46,25 @@ def main() -> None:
         for var in variants:
             os.environ["GAACRT_CUDA_PREFILL_WIDE"] = var
             cells.append(f"{rel(_core.op_attention(gpu, k, v, q, 1 / np.sqrt(d)), ref):.2e}")
+        os.environ.pop("GAACRT_CUDA_PREFILL_WIDE")
+        print(f"| {', '.join(map(str, shape))} | " + " | ".join(cells) + " |", flush=True)
+    print()
+    print("| E8 cache: context, queries, heads, kv-heads, dim | WIDE=1 vs CPU | WIDE=0 vs CPU |")
+    print("|---|---:|---:|")
+    for shape in SHAPES:
+        if (args.backend != "cuda" and shape[0] > 1000) or shape[4] not in (32, 64, 128):
+            continue  # the E8 tensor-core kernel's head sizes
+        n_ctx, n_q, n_head, n_kv, d = shape
+        rng = np.random.default_rng(2)
+        k = rng.standard_normal((n_ctx, n_kv, d)).astype(np.float32)
+        v = rng.standard_normal((n_ctx, n_kv, d)).astype(np.float32)
+        q = rng.standard_normal((n_q, n_head, d)).astype(np.float32)
+        ref = _core.op_lossy_attention(cpu, k, v, q, 1 / np.sqrt(d), "e8", window=128)[0]
+        cells = []
+        for var in ["1", "0"]:
+            os.environ["GAACRT_CUDA_PREFILL_WIDE"] = var
+            out = _core.op_lossy_attention(gpu, k, v, q, 1 / np.sqrt(d), "e8", window=128)[0]
+            cells.append(f"{rel(out, ref):.2e}")
         os.environ.pop("GAACRT_CUDA_PREFILL_WIDE")
         print(f"| {', '.join(map(str, shape))} | " + " | ".join(cells) + " |", flush=True)
 

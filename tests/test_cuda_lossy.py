@@ -91,25 +91,56 @@ def test_cuda_lossy_attention_matches_cpu(cuda, cpu, fmt, n_ctx, n_q, n_head, n_
         assert rel(ga[0], _core.op_attention(cpu, k, v, q, s)) < 1e-5
 
 
-@pytest.mark.parametrize("on_mma", ["1", "0"])
-@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window", [
+E8_PREFILL_CASES = [
+    # n_ctx, n_q, n_head, n_kv, d, window
     (700, 5, 32, 8, 128, 128),   # 20 rows: one row group and a bit
     (400, 70, 9, 3, 64, 128),    # 210 rows: two slices of the query rotation, the raw window crossed
     (600, 150, 8, 8, 128, 64),   # no GQA: a row group's warps see ranges a block apart
     (260, 40, 2, 2, 32, 16),     # tiny head
-])
-def test_cuda_e8_prefill_on_the_tensor_cores_matches_cpu(cuda, cpu, on_mma, n_ctx, n_q, n_head, n_kv, d, window,
-                                                        monkeypatch):
-    # E8 prefill-sized sequences on the tensor-core kernel (attention_e8_mma.cuh, kPrefill: queries
-    # rotated for every row first, then a warp per M-tile over its range; the default) and on the
-    # CUDA-core kernel (GAACRT_CUDA_E8_MMA_PREFILL=0): both the CPU's answer to 1e-4.
+    (2000, 40, 8, 2, 128, 0),    # every full block a slot, 160 rows: three 64-row groups, the last partial
+]
+# The E8 prefill paths: the tensor-core kernel in 64-row groups (attention_e8_wide.cuh, the
+# default), in 16-row groups (GAACRT_CUDA_PREFILL_WIDE=0, run_rows_e8), and the CUDA-core kernel
+# (GAACRT_CUDA_E8_MMA_PREFILL=0).
+E8_PREFILL_PATHS = {"wide": ("1", "1"), "narrow": ("1", "0"), "cuda-cores": ("0", "1")}
+
+
+def e8_prefill(backend, monkeypatch, path, k, v, q, s, window):
+    on_mma, wide = E8_PREFILL_PATHS[path]
     monkeypatch.setenv("GAACRT_CUDA_E8_MMA_PREFILL", on_mma)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", wide)
+    return _core.op_lossy_attention(backend, k, v, q, s, "e8", window=window)
+
+
+@pytest.mark.parametrize("path", list(E8_PREFILL_PATHS))
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window", E8_PREFILL_CASES)
+def test_cuda_e8_prefill_on_the_tensor_cores_matches_cpu(cuda, cpu, path, n_ctx, n_q, n_head, n_kv, d, window,
+                                                        monkeypatch):
+    # E8 prefill-sized sequences (queries rotated for every row first): each path the CPU's answer
+    # to 1e-4.
     k, v, q = inputs(n_ctx + 7 * n_q + d, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
-    ga = _core.op_lossy_attention(cuda, k, v, q, s, "e8", window=window)
+    ga = e8_prefill(cuda, monkeypatch, path, k, v, q, s, window)
     ca = _core.op_lossy_attention(cpu, k, v, q, s, "e8", window=window)
     assert np.array_equal(ga[1], ca[1]) and np.array_equal(ga[2], ca[2])
     assert rel(ga[0], ca[0]) < 1e-4, rel(ga[0], ca[0])
+
+
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window", E8_PREFILL_CASES)
+def test_cuda_e8_prefill_in_wide_row_groups_matches_the_narrow_path(cuda, cpu, n_ctx, n_q, n_head, n_kv, d, window,
+                                                                   monkeypatch):
+    # The 64-row groups decode each code once per 16 rows and sum in a different order (the flash
+    # layout, the weights' parts in fresh accumulators): other bits than the 16-row groups' (so
+    # the wide path is the one that ran), the same answer to float rounding, and as close to the
+    # CPU's (within 2x of the narrow path's distance; ~6e-7 both on the emulation).
+    k, v, q = inputs(n_ctx + 7 * n_q + d, n_ctx, n_q, n_head, n_kv, d)
+    s = 1 / np.sqrt(d)
+    wide = e8_prefill(cuda, monkeypatch, "wide", k, v, q, s, window)[0]
+    narrow = e8_prefill(cuda, monkeypatch, "narrow", k, v, q, s, window)[0]
+    ca = _core.op_lossy_attention(cpu, k, v, q, s, "e8", window=window)[0]
+    assert not np.array_equal(wide, narrow)
+    assert rel(wide, narrow) < 1e-5, rel(wide, narrow)
+    assert rel(wide, ca) < 2 * rel(narrow, ca) + 1e-7, (rel(wide, ca), rel(narrow, ca))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

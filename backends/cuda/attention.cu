@@ -156,12 +156,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
+  const char* pw = std::getenv("GAACRT_CUDA_PREFILL_WIDE");  // read on every call; below
   // E8 with its prefill-sized sequences on the tensor cores too: enough splits for their row
-  // groups (lossy::e8_prefill_on_mma), still kv-head fastest.
+  // groups (lossy::e8_prefill_on_mma), still kv-head fastest; 64 rows a group
+  // (attention_e8_wide.cuh) unless GAACRT_CUDA_PREFILL_WIDE=0.
   const int32_t rot_rows = e8 ? lossy::e8_rot_rows(kv, args, n_seqs) : lossy::kRotatedRows;
-  const int32_t e8_y = e8 && rot_rows > attn::kRowsPerGroup
-                           ? attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, attn::kRowsPerGroup)
-                           : n_split;
+  const bool e8_prefill = e8 && rot_rows > attn::kRowsPerGroup, e8_wide = e8_prefill && !(pw && pw[0] == '0');
+  const int32_t e8_y =
+      e8_prefill ? attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, e8_wide ? attn::kWideRows : attn::kRowsPerGroup)
+                 : n_split;
   // A prefill-sized sequence: the kernel whose thread blocks copy (and GAAC's decode) each block
   // once for their four warps (attention_prefill.cuh), where its ring fits the shared memory sized
   // above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp. Its row groups
@@ -170,7 +173,6 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // parts of the queries and weights instead of three (KernelArgs::prefill_wide; both to be timed).
   static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
   const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
-  const char* pw = std::getenv("GAACRT_CUDA_PREFILL_WIDE");
   const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
@@ -182,9 +184,10 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps(), e8_qrot, rot_rows, wide ? (pw && (pw[0] == '2' || pw[0] == '3') ? pw[0] - '0' : 1) : 0};
+                           timeline.stamps(), e8_qrot, rot_rows,
+                           wide ? (pw && (pw[0] == '2' || pw[0] == '3') ? pw[0] - '0' : 1) : (e8_wide ? 1 : 0)};
   if (e8)
-    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, rot_rows > attn::kRowsPerGroup);
+    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

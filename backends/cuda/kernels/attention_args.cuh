@@ -56,7 +56,7 @@ struct KernelArgs {
   // streams (as measured on the H200); 2: the same with BF16 pages always by cp.async
   // (shared_stream's bf16_bulk; not yet timed); 3: as 1 with two parts of the queries and weights
   // instead of three (16 significant bits; not yet timed); 0: row groups of 16 (run_rows_shared /
-  // run_rows).
+  // run_rows). The E8 kernel's (kPrefill): 1, row groups of 64 (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;
 };
 

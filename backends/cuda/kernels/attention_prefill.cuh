@@ -35,8 +35,11 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // of shared_stage_count stages the thread block shares, GAAC's tiles are decoded once (a warp per
 // decode round: K's tiles and V's in parallel), and every warp runs block_math on the blocks of its
 // own range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
-// Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation),
-// C (read: the stage may be refilled).
+// Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation).
+// A also frees the stage (and GAAC's decoded tiles) of the block before: a warp reaches A only
+// after its math on that block, so the refill issued after A and the next decode after A never
+// overwrite what a warp still reads (a third barrier there was redundant; the emulation's mutation
+// of it, the eighth session, changed no test).
 __host__ __device__ constexpr int shared_stage_count(int kD, int blocks) { return 2 * stage_count(kD, blocks); }
 // Shared bytes of the ring: stages, GAAC's decoded K and V tiles, the stages' barriers and entries.
 __host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes) {
@@ -140,8 +143,8 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
       if (!kGaac && last) zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
     }
     __syncthreads();  // A: block `it` is staged for every warp
-    // Block it + kSS - 1 into the stage block it - 1 used (freed at C of the last iteration), while
-    // the other warps start on block `it`.
+    // Block it + kSS - 1 into the stage block it - 1 used (freed by A: every warp is done with it),
+    // while the other warps start on block `it`.
     if (warp == 0) es.template issue_ahead<kSS>(it, issue);
     if constexpr (kGaac) {
       uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
@@ -161,7 +164,6 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     } else {
       math(reinterpret_cast<const uint16_t*>(sk), reinterpret_cast<const uint16_t*>(sk + kv_bytes), b);
     }
-    __syncthreads();  // C: the stage (and the decoded tiles) are read: they may be refilled
   }
   if (kBulk && threadIdx.x == 0)  // every phase issued has completed: retire the barriers
 #pragma unroll

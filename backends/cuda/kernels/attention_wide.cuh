@@ -8,7 +8,7 @@
 // after 32K of the 8B shape on the H200: 1,171 tok/s, ~12 ms a layer in attention). Here the 16
 // rows of the A operand are 16 real rows (rows g and g + 8 of lane l, g = l / 4: the usual
 // flash-attention layout), and each part of the query (hi, mid, lo) is an mma of its own, into
-// accumulators of its own, and so are the softmax weights' parts in p·v (wide_block_math says how
+// accumulators of its own, and so are the softmax weights' parts in p·v (wide_scores and wide_pv say how
 // they are summed): about the precision of fp32 products again (3 x 8 significant bits), four
 // times the rows per K/V read, and 3 mma per 16 rows where the narrow path spends 4. Different
 // sums from the narrow path's, so different bits (within ~1e-6); the same for the BF16 and the
@@ -20,46 +20,44 @@ namespace gaacrt::cuda::attn {
 
 constexpr int kWideRowsPerWarp = 16, kWideRows = kWarps * kWideRowsPerWarp;  // 64
 
-// The A fragments of the warp's 16 query rows in three bf16 parts, each part a whole operand:
-// qa[p][kk] = {row g channels c, c+1; row g+8 c, c+1; row g c+8, c+9; row g+8 c+8, c+9},
+// The A fragments of k-step kk of the warp's 16 query rows in three bf16 parts, each part a whole
+// operand: f[p] = {row g channels c, c+1; row g+8 c, c+1; row g c+8, c+9; row g+8 c+8, c+9},
 // c = 16 kk + 2 (lane % 4); zeros past dk channels and for missing rows.
 template <int kD>
-__device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&rw)[2], uint32_t (&qa)[3][kD / 16][4]) {
+__device__ __forceinline__ void wide_query_step(const KernelArgs& P, const TileRow (&rw)[2], int kk,
+                                                uint32_t (&f)[3][4]) {
   const int tig = threadIdx.x & 3;
   const int32_t dk = P.kv.head_dim_k;
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk)
+  for (int u = 0; u < 2; ++u)
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int ch = 16 * kk + 2 * tig + 8 * u;
-        const float* qv = P.q + rw[h].q_off;
-        const float x0 = rw[h].valid && ch < dk ? qv[ch] : 0.f, x1 = rw[h].valid && ch + 1 < dk ? qv[ch + 1] : 0.f;
-        const Split3 sp = split3(x0, x1);
-        qa[0][kk][2 * u + h] = sp.hi;
-        qa[1][kk][2 * u + h] = sp.mid;
-        qa[2][kk][2 * u + h] = sp.lo;
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int ch = 16 * kk + 2 * tig + 8 * u;
+      const float* qv = P.q + rw[h].q_off;
+      const float x0 = rw[h].valid && ch < dk ? qv[ch] : 0.f, x1 = rw[h].valid && ch + 1 < dk ? qv[ch + 1] : 0.f;
+      const Split3 sp = split3(x0, x1);
+      f[0][2 * u + h] = sp.hi;
+      f[1][2 * u + h] = sp.mid;
+      f[2][2 * u + h] = sp.lo;
+    }
 }
 
-// Scores, online softmax and weighted values of one block of 16 keys for the warp's 16 rows.
-// The tensor cores add a product sum to the accumulator and truncate (not round) the fp32 result,
-// so each query part gets accumulators of its own (s[p][n]: keys 8n .. 8n+7; fragment e is row
-// g + 8 (e / 2), key 8n + 2t + e % 2), summed in fp32 afterwards, and the block's p·v gathers its
-// three parts in fresh accumulators before one rounded add into o: as in the narrow path, the
-// small parts are never truncated against the large sums (added straight into s and o, on the
-// H200, the head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed
-// the CPU by more than their 2e-6; the emulation, which rounds, gave ~5e-7). This lane's scores of row h are
-// the narrow path's four keys (2t, 2t+1, 2t+8, 2t+9), so softmax_weights serves each row as it is.
+// All k-steps' fragments (qa[kk]), held for a whole stream of blocks.
 template <int kD>
-__device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16_t* vt, int32_t b,
-                                                const TileRow (&rw)[2], const uint32_t (&qa)[3][kD / 16][4],
-                                                float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
-                                                const AttentionArgs& a, int n_parts) {
+__device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&rw)[2], uint32_t (&qa)[kD / 16][3][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) wide_query_step<kD>(P, rw, kk, qa[kk]);
+}
+
+// q·k of one block of 16 keys for the warp's 16 rows. The tensor cores add a product sum to the
+// accumulator and truncate (not round) the fp32 result, so each query part gets accumulators of
+// its own: s[p][n] holds keys 8n .. 8n+7 (fragment e: row g + 8 (e / 2), key 8n + 2t + e % 2),
+// summed in fp32 by wide_row_scores. frag(kk, f) returns k-step kk's fragments (held ones, or
+// made in the scratch f), of which the first n_parts parts (warp-uniform) are used.
+template <int kD, class Frag>
+__device__ __forceinline__ void wide_scores(const uint16_t* kt, Frag&& frag, int n_parts, float (&s)[3][2][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-  float s[3][2][4];
 #pragma unroll
   for (int p = 0; p < 3; ++p)
 #pragma unroll
@@ -69,37 +67,40 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16
   const uint16_t* kp = kt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
-    uint32_t r[4];
+    uint32_t r[4], scratch[3][4];
     ldmatrix_x4(r, kp + 16 * kk);
+    const uint32_t(&f)[3][4] = frag(kk, scratch);
 #pragma unroll
     for (int p = 0; p < 3; ++p) {
       if (p >= n_parts) break;  // warp-uniform
-      mma_bf16(s[p][0], qa[p][kk], r[0], r[1]);
-      mma_bf16(s[p][1], qa[p][kk], r[2], r[3]);
+      mma_bf16(s[p][0], f[p], r[0], r[1]);
+      mma_bf16(s[p][1], f[p], r[2], r[3]);
     }
   }
-  float w[2][4], corr[2];
+}
+
+// Row h's scores (this lane's keys 2t, 2t+1, 2t+8, 2t+9: the narrow path's four, so
+// softmax_weights serves each row as it is), the parts summed small first.
+__device__ __forceinline__ void wide_row_scores(const float (&s)[3][2][4], int h, float (&sc)[4]) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sc[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int n = j >> 1, e = 2 * h + (j & 1);
-      sc[j] = (s[2][n][e] + s[1][n][e]) + s[0][n][e];
-    }
-    corr[h] = softmax_weights(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
+  for (int j = 0; j < 4; ++j) {
+    const int n = j >> 1, e = 2 * h + (j & 1);
+    sc[j] = (s[2][n][e] + s[1][n][e]) + s[0][n][e];
   }
-  if (__any_sync(kFull, corr[0] != 1.f || corr[1] != 1.f)) {  // x * 1 == x: skipping is exact
-#pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt) {
-      o[nt][0] *= corr[0];
-      o[nt][1] *= corr[0];
-      o[nt][2] *= corr[1];
-      o[nt][3] *= corr[1];
-    }
-  }
-  // The weights as the A operand of p·v: {row g keys 2t, 2t+1; row g+8 the same; row g keys
-  // 2t+8, 2t+9; row g+8 the same}, three parts.
+}
+
+// o += w · V of a block's BF16 rows vt for the warp's 16 rows (w[h]: row h's weights of keys 2t,
+// 2t+1, 2t+8, 2t+9, as the A operand {row g keys 2t, 2t+1; row g+8 the same; row g keys 2t+8,
+// 2t+9; row g+8 the same}) in n_parts bf16 parts: the block's p·v gathers its parts in fresh
+// accumulators, the small parts first, before one rounded add into o, so that the small parts
+// are never truncated against the large sums (added straight into s and o, on the H200, the
+// head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed the CPU by
+// more than their 2e-6; the emulation, which rounds, gave ~5e-7).
+template <int kD>
+__device__ __forceinline__ void wide_pv(const uint16_t* vt, const float (&w)[2][4], float (&o)[kD / 8][4],
+                                        int n_parts) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
   uint32_t pf[3][4];
 #pragma unroll
   for (int u = 0; u < 2; ++u)
@@ -130,14 +131,71 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16
   }
 }
 
+// Both rows' accumulators rescaled by their softmax factors (skipped when neither moved: x * 1
+// == x, exact).
+template <int kD>
+__device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float (&corr)[2]) {
+  if (__any_sync(kFull, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      o[nt][0] *= corr[0];
+      o[nt][1] *= corr[0];
+      o[nt][2] *= corr[1];
+      o[nt][3] *= corr[1];
+    }
+  }
+}
+
+// Scores, online softmax and weighted values of one block of 16 keys for the warp's 16 rows.
+template <int kD>
+__device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16_t* vt, int32_t b,
+                                                const TileRow (&rw)[2], const uint32_t (&qa)[kD / 16][3][4],
+                                                float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
+                                                const AttentionArgs& a, int n_parts) {
+  float s[3][2][4];
+  wide_scores<kD>(
+      kt, [&](int kk, uint32_t(&)[3][4]) -> const uint32_t(&)[3][4] { return qa[kk]; }, n_parts, s);
+  float w[2][4], corr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sc[4];
+    wide_row_scores(s, h, sc);
+    corr[h] = softmax_weights(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
+  }
+  wide_rescale<kD>(o, corr);
+  wide_pv<kD>(vt, w, o, n_parts);
+}
+
+// Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
+// 8 nt + 2t, + 1).
+template <int kD>
+__device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh,
+                                                const TileRow (&rw)[2], const float (&o)[kD / 8][4],
+                                                const float (&l)[2]) {
+  const int tig = threadIdx.x & 3;
+  const int32_t dv = P.kv.head_dim_v;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (!rw[h].valid) continue;
+    float* op = out_row(P, s, kvh, rw[h].R);
+    const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const int ch = 8 * nt + 2 * tig;
+      if (ch < dv) op[ch] = o[nt][2 * h] * inv;
+      if (ch + 1 < dv) op[ch + 1] = o[nt][2 * h + 1] * inv;
+    }
+  }
+}
+
 // Thread block `split` takes row groups split, split + gridDim.x, ... of 64 rows of sequence s.
 template <int kD, bool kGaac, int kB>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                              const GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-  const int32_t G = P.a.n_head / P.kv.n_head_kv, W = P.a.sliding_window, dv = P.kv.head_dim_v;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  const int32_t G = P.a.n_head / P.kv.n_head_kv, W = P.a.sliding_window;
   const int n_parts = P.prefill_wide == 3 ? 2 : 3;  // 3: an experiment, two parts (16 bits) of q and p
   for (int32_t rg = split; rg * kWideRows < n_rows; rg += gridDim.x) {
     const int32_t g0 = rg * kWideRows, r0 = g0 + kWideRowsPerWarp * warp;
@@ -146,7 +204,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows, r0 + kWideRowsPerWarp) - 1, b0, b1);
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
-    uint32_t qa[3][kD / 16][4];
+    uint32_t qa[kD / 16][3][4];
     shared_stream<kD, kGaac, kB>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
@@ -162,18 +220,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a, n_parts);
         },
         P.prefill_wide != 2);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (!rw[h].valid) continue;
-      float* op = out_row(P, s, kvh, rw[h].R);
-      const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
-#pragma unroll
-      for (int nt = 0; nt < kD / 8; ++nt) {
-        const int ch = 8 * nt + 2 * tig;
-        if (ch < dv) op[ch] = o[nt][2 * h] * inv;
-        if (ch + 1 < dv) op[ch + 1] = o[nt][2 * h + 1] * inv;
-      }
-    }
+    wide_write_rows<kD>(P, s, kvh, rw, o, l);
   }
 }
 

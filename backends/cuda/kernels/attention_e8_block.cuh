@@ -1,0 +1,458 @@
+// attention_e8_block.cuh — the per-block math of the E8 k2v2 tensor-core attention kernel
+// (attention_e8_mma.cuh): every compressed operand turned straight into mma fragments in
+// registers (no decoded tiles), and one warp's pipeline of blocks (e8_stream). CPU
+// reference: backends/cpu/attention.cpp with backends/cpu/kv_finalize_lossy.cpp's
+// decode_lossy_tile; layouts: codec/e8/e8_layout.h (keys), codec/scalar/asym2.h (values).
+//
+// Keys: q·g on the int8 tensor cores (mma m16n8k32). A code's eight lattice values are
+//   4 g_i = 2 (n_i - pi) - 15,   n_i = 8 + 2 eps_i a'_i in [3, 13]
+// (shared/spec/e8.md §3: n_i the sign-flipped nibble of the packed table word, pi the code's
+// shift bit), so
+//   q·g = (2 Σ q_i b_i - 15 Σ q_i) / 4,   b_i = n_i - pi in [2, 13].
+// The bytes b come out of the table word with a few integer operations (codec/e8/e8_codebook.h,
+// e8_quad_block_bytes, tested on the host for every code): XOR the spread flips times 14 (14 =
+// 1110b turns an odd nibble n into 16 - n), subtract pi from every nibble, and split even and odd
+// nibbles into bytes (& 0x0F0F0F0F, >> 4): dims (0, 4, 1, 5) and (2, 6, 3, 7) of the block. So
+// one code is one lane's B fragment of one k-step (32 k of token g), and the query's A fragments
+// hold its dims in the same permuted order (a dot product does not care).
+// The rotated query q~ (fp32) enters as three int8 parts with steps s, s/128, s/128^2 (s =
+// max|q~|/127: 22 significant bits), one per row group of the A operand (rows 0-3, 4-7, 8-11;
+// attention_ptx.cuh says why rows are free), so one mma gives all three dot products, exactly, in
+// int32. They become floats through the 1.5 * 2^23 trick (an integer add, a float subtract:
+// exact), then are scaled and summed in fp32.
+//
+// Values: p·v on the fp16 tensor cores with the codes as the A operand (V transposed: 16 channels
+// x 16 tokens per m-tile, one code word). With v = z + D q (z, D fp16 per token and group of 32)
+// and the centered code c = q - 3/2:
+//   Σ_t p_t v_t = Σ_t (p_t D_t) c_t + [Σ_t p_t z_t + 3/2 Σ_t p_t D_t]
+// c is exact in fp16: the 2 bits dropped into the mantissa of 4.0 (per register a shift and a
+// lop3, a byte_perm per two) give 4 + q, one HADD2 subtracts 11/2. Centered, the accumulators stay
+// near the size of the result (with 4 + q they ran ~200x larger on near-uniform attention, and
+// the tensor cores' fp32 sums lost the CPU's 1e-4 on it). The weights w = p D of a group are the
+// B operand: columns 0-3 the four rows' w rounded to fp16, columns 4-7 what the rounding left
+// (together 22 bits). The bracket is one more mma per block, whose A rows are each group's
+// midpoints z + 3/2 D in two fp16 parts against the same split of p. The remainders are stored times 2^11
+// (kLoScale): unscaled, most of them would be fp16 subnormals and lose their bits. Every value
+// accumulator therefore has channels as rows and (row, part) as columns; parts and brackets are
+// summed once, after the last block.
+//
+// Raw BF16 pages of the window (the newest blocks) are copied to a per-warp tile and run on bf16
+// mma into the same accumulators: q unrotated and p in three bf16 parts (attention_ptx.cuh).
+// The rotated queries (q~ = R (s ⊙ q), s the centering scale when on) come made, once per
+// (sequence, kv-head), by attention_lossy.cu's rotate_kernel launched just before: when every
+// thread block rotated its own, the 49 blocks of a kv-head at 64K each read all of R (64 KiB),
+// and a launch took 74 µs instead of 61 (H200, bench/cuda_attention_timeline.py). Results equal
+// the CPU's to about 2^-22 relative (the query parts and the weights' two fp16 parts;
+// tests/test_cuda_lossy.py holds them to 1e-4).
+// Decode-sized sequences (<= 16 rows) and, with lossy::e8_prefill_on_mma (the default), prefill-
+// sized ones, head dims 32, 64 and 128 (one tile per block); the rest of an E8 cache's work is
+// attention_lossy.cu's.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "codec/e8/e8_layout.h"
+#include "codec/scalar/asym2.h"
+#include "kv/lossy_codecs.h"
+#include "attention_mma.cuh"
+#include "e8_table.cuh"
+
+namespace gaacrt::cuda::attn {
+
+constexpr int kE8Stages = 4;  // blocks in each warp's pipeline (a block's slots are 1.3 KiB at d = 128)
+
+template <int kD>
+struct E8Geom {
+  static constexpr int kKs = kD / 32;  // int8 k-steps of a key: one code per lane each
+  static constexpr int kMt = kD / 16;  // value m-tiles: one code word (16 channels) each
+  static constexpr int kGroups = kD / ASYM2_VGROUP;
+  static constexpr uint32_t kSlotK = 4 * kD + 4 * KV_BLOCK_TOKENS;  // e8_k_slot_bytes(kD)
+  static constexpr uint32_t kSlotV = 6 * kD;                        // v2_slot_bytes(kD)
+  static constexpr uint32_t kStage = kSlotK + kSlotV;
+  // The stages' bulk-copy barriers, then the in-flight blocks' entries.
+  static constexpr uint32_t kRing = (kE8Stages * 8 + kE8Stages * 2 * 4 + 15) & ~15u;
+  // Per warp: the stages, one raw-page tile (K, then V of the same block), the ring.
+  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + TileGeom<kD>::kTileBytes + kRing;
+  // Per thread block: the table, the warps.
+  static constexpr uint32_t kWarpsOff = E8_N_PROTO * 4;
+  static constexpr uint32_t kBytes = kWarpsOff + kWarps * kWarpBytes;
+  static_assert(kStage % 16 == 0 && TileGeom<kD>::kTileBytes % 16 == 0, "16-byte aligned pieces");
+};
+
+constexpr float kLoScale = 2048.f;          // the remainder columns' scale (see the header)
+constexpr int32_t kMagicBits = 0x4B400000;  // 1.5 * 2^23: its bits + i read as float = 1.5 * 2^23 + i
+constexpr float kMagic = 12582912.f;
+
+// (x & mask) | bits in one lop3: mask and bits arrive in registers (set once, outside the loops),
+// since a LOP3 takes one immediate and the compiler would otherwise spend two instructions.
+__device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t bits) {
+#if defined(GAACRT_CUDA_EMULATION)
+  return (x & mask) | bits;
+#else
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(mask), "r"(bits));
+  return d;
+#endif
+}
+
+// One query row's three int8 parts (this lane's dims of it) and the constants that turn the
+// parts' sums into its score (see the header): the four lanes of the row (lanes 4g .. 4g + 3)
+// call this together.
+template <int kD>
+struct E8RowParts {
+  uint32_t w[3][kD / 32][2];  // part p, k-step s: this lane's code's bytes 0-3 and 4-7
+  float sc[3];                // step of part p, times 1/4 and 1/alpha
+  int32_t k[3];               // kMagicBits - 15 Σ (part p's integers)
+  float cadd;                 // q~·mean~ (global centering), else 0
+};
+
+template <int kD>
+__device__ __forceinline__ void e8_row_parts(const float* qv, bool valid, const float* mu, float inv_alpha,
+                                             E8RowParts<kD>& R) {
+  constexpr int kKs = kD / 32;
+  const int tig = threadIdx.x & 3;
+  // This lane's codes j = tig * kKs + s (one per k-step s): dims 8j .. 8j + 7. The four lanes of a
+  // row hold all of it.
+  float amax = 0.f;
+#pragma unroll
+  for (int x = 0; x < 8 * kKs; ++x) amax = fmaxf(amax, fabsf(valid ? qv[8 * tig * kKs + x] : 0.f));
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 2));
+  const float s1 = amax * (1.f / 127.f), s2 = s1 * (1.f / 128.f), s3 = s2 * (1.f / 128.f);
+  const float i1 = amax > 0.f ? 127.f / amax : 0.f, i2 = i1 * 128.f, i3 = i2 * 128.f;
+  int32_t sum1 = 0, sum2 = 0, sum3 = 0;
+  float cadd = 0.f;
+#pragma unroll
+  for (int s = 0; s < kKs; ++s) {
+    uint32_t w1[2] = {0u, 0u}, w2[2] = {0u, 0u}, w3[2] = {0u, 0u};
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      const int d = 8 * (tig * kKs + s) + e8_byte_dim(b);  // the dim of the key's byte b
+      const float v = valid ? qv[d] : 0.f;
+      if (mu != nullptr) cadd = __fmaf_rn(v, mu[d], cadd);
+      // |t2|, |t3| <= 64: each residual is at most half a step of the part before.
+      const float t1 = rintf(v * i1), r1 = __fmaf_rn(-s1, t1, v);
+      const float t2 = rintf(r1 * i2), r2 = __fmaf_rn(-s2, t2, r1);
+      const float t3 = fminf(fmaxf(rintf(r2 * i3), -127.f), 127.f);
+      const int32_t q1 = (int32_t)t1, q2 = (int32_t)t2, q3 = (int32_t)t3;
+      sum1 += q1;
+      sum2 += q2;
+      sum3 += q3;
+      w1[b >> 2] |= ((uint32_t)q1 & 0xFFu) << (8 * (b & 3));
+      w2[b >> 2] |= ((uint32_t)q2 & 0xFFu) << (8 * (b & 3));
+      w3[b >> 2] |= ((uint32_t)q3 & 0xFFu) << (8 * (b & 3));
+    }
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      R.w[0][s][x] = w1[x];
+      R.w[1][s][x] = w2[x];
+      R.w[2][s][x] = w3[x];
+    }
+  }
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    sum1 += __shfl_xor_sync(kFull, sum1, x);
+    sum2 += __shfl_xor_sync(kFull, sum2, x);
+    sum3 += __shfl_xor_sync(kFull, sum3, x);
+    cadd += __shfl_xor_sync(kFull, cadd, x);
+  }
+  R.sc[0] = s1 * 0.25f * inv_alpha;
+  R.sc[1] = s2 * 0.25f * inv_alpha;
+  R.sc[2] = s3 * 0.25f * inv_alpha;
+  R.k[0] = kMagicBits - 15 * sum1;
+  R.k[1] = kMagicBits - 15 * sum2;
+  R.k[2] = kMagicBits - 15 * sum3;
+  R.cadd = cadd;
+}
+
+// This lane's int8 A fragments of q~ (its M-tile row g % 4: its three parts in rows g < 4, g >= 4
+// and g + 8) and the constants that turn its two accumulator rows into a score part.
+template <int kD>
+struct E8Query {
+  uint32_t a[1][kD / 32][4];
+  float sA, sB;    // step of the part in accumulator rows g and g + 8, times 1/4 and 1/alpha
+  int32_t kA, kB;  // kMagicBits - 15 Σ (that part's integers)
+  float cadd;      // q~·mean~ (global centering), else 0
+};
+
+template <int kD>
+__device__ __forceinline__ void e8_query(const float* qv, bool valid, const float* mu, float inv_alpha,
+                                         E8Query<kD>& Q) {
+  const bool upper = (threadIdx.x & 31) >= 16;
+  E8RowParts<kD> R;
+  e8_row_parts<kD>(qv, valid, mu, inv_alpha, R);
+#pragma unroll
+  for (int s = 0; s < kD / 32; ++s) {
+    Q.a[0][s][0] = upper ? R.w[1][s][0] : R.w[0][s][0];
+    Q.a[0][s][1] = upper ? 0u : R.w[2][s][0];
+    Q.a[0][s][2] = upper ? R.w[1][s][1] : R.w[0][s][1];
+    Q.a[0][s][3] = upper ? 0u : R.w[2][s][1];
+  }
+  Q.sA = upper ? R.sc[1] : R.sc[0];
+  Q.sB = upper ? 0.f : R.sc[2];
+  Q.kA = upper ? R.k[1] : R.k[0];
+  Q.kB = upper ? kMagicBits : R.k[2];
+  Q.cadd = R.cadd;
+}
+
+// The int8 sums of a key slot's 16 tokens against kP query operands (a[p][s]: the A fragment of
+// k-step s): acc[p][h] holds tokens 8h .. 8h + 7 as columns. Lane (g, t) decodes the codes of
+// tokens g and 8 + g in its quad qd, blocks bq .. bq + kKs - 1 (all four when kD = 128); each
+// decoded B fragment serves all kP operands.
+template <int kD, int kP>
+__device__ __forceinline__ void e8_key_sums(const uint8_t* sk, const uint32_t* tab, const uint32_t (&a)[kP][kD / 32][4],
+                                            int qd, int bq, int32_t (&acc)[kP][2][4]) {
+  constexpr int kKs = kD / 32;
+  const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int p = 0; p < kP; ++p)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[p][h][c] = 0;
+    const uint2 w = *reinterpret_cast<const uint2*>(sk + e8_k_quad_offset(kD, 8 * h + g, qd));
+    const uint32_t par = e8_quad_parities(w.y), eff = w.y ^ par;
+#pragma unroll
+    for (int s = 0; s < kKs; ++s) {
+      const int bi = kKs == 4 ? s : bq + s;
+      const E8BytePair b = e8_quad_block_bytes(tab[__byte_perm(w.x, 0u, 0x4440u + (uint32_t)bi)], eff, par, bi);
+#pragma unroll
+      for (int p = 0; p < kP; ++p) mma_s8_k32(acc[p][h], a[p][s], b.lo, b.hi);
+    }
+  }
+}
+
+// The norms of this lane's keys 2t, 2t+1, 2t+8, 2t+9 (t = lane % 4) of a key slot.
+template <int kD>
+__device__ __forceinline__ void e8_key_norms(const uint8_t* sk, float (&nt)[4]) {
+  const int tig = threadIdx.x & 3;
+  const float2 n0 = *reinterpret_cast<const float2*>(sk + e8_k_norm_offset(kD, 2 * tig));
+  const float2 n1 = *reinterpret_cast<const float2*>(sk + e8_k_norm_offset(kD, 8 + 2 * tig));
+  nt[0] = n0.x;
+  nt[1] = n0.y;
+  nt[2] = n1.x;
+  nt[3] = n1.y;
+}
+
+// Scores of a key slot for this lane's row: keys 2t, 2t+1, 2t+8, 2t+9 (t = lane % 4), as
+// sum_score_parts leaves a raw block's.
+template <int kD>
+__device__ __forceinline__ void e8_block_scores(const uint8_t* sk, const uint32_t* tab, const E8Query<kD>& Q, int qd,
+                                                int bq, float (&sc)[4]) {
+  int32_t acc[1][2][4];
+  e8_key_sums<kD, 1>(sk, tab, Q.a, qd, bq, acc);
+  float nt[4];
+  e8_key_norms<kD>(sk, nt);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int h = j >> 1, c = j & 1;
+    const float fa = __int_as_float(2 * acc[0][h][c] + Q.kA) - kMagic;
+    const float fb = __int_as_float(2 * acc[0][h][2 + c] + Q.kB) - kMagic;
+    float x = __fmaf_rn(Q.sA, fa, Q.sB * fb);
+    x += __shfl_xor_sync(kFull, x, 16);  // the other lane of the row holds the middle part
+    sc[j] = __fmaf_rn(x, nt[j], Q.cadd);
+  }
+}
+
+// Weights w0, w1 as an fp16 pair of the B operand: rounded (lanes < 16: columns 0-3) or what the
+// rounding left, times kLoScale (lanes >= 16: columns 4-7). up is kLoScale on the upper lanes and
+// 0 on the others, sc kLoScale and 1: x sc - f up is w or (w - f) kLoScale, exactly.
+__device__ __forceinline__ uint32_t f16_parts(float w0, float w1, float up, float sc) {
+  const __half2 h = __floats2half2_rn(w0, w1);
+  const float2 f = __half22float2(h);
+  const __half2 r = __floats2half2_rn(__fmaf_rn(-up, f.x, w0 * sc), __fmaf_rn(-up, f.y, w1 * sc));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// An fp16 pair 4 + q (q = 0..3) as q - 3/2: exact.
+__device__ __forceinline__ uint32_t centered(uint32_t x) {
+  const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&x), __floats2half2_rn(5.5f, 5.5f));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// The per-lane constants of the value side.
+struct E8ValueLane {
+  float up, sc;        // kLoScale, kLoScale on lanes >= 16 (remainder columns); 0, 1 on the others
+  uint32_t vsel;       // byte_perm: the bytes of channels g and g + 8 of two code words
+  uint32_t sh0, sh1;   // shifts of channel g, g + 8 to the mantissa bits 8-9
+  uint32_t mask, one;  // 0x03000300, 0x44004400 (fp16 4.0), kept in registers for and_or
+};
+
+// p·v of a value slot: o (channels x (row, part)) and the bracket's accumulators oz.
+template <int kD>
+__device__ __forceinline__ void e8_block_values(const uint8_t* sv, const float (&p)[4], const E8ValueLane& L,
+                                                float (&o)[kD / 16][4], float (&oz)[4]) {
+  constexpr int kG = kD / ASYM2_VGROUP, kRowBytes = kD / 4;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t0 = 2 * (lane & 3);
+  const uint32_t* pw = reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, 0, 0));  // [16][kG] (D, z)
+  // The bracket: group a's midpoints z + 3/2 D (exact in fp32) against p, row a their fp16
+  // rounding, row a + 8 what it left times kLoScale (so it stays the size of the result; separate
+  // z and D rows cancelled for groups centred near zero).
+  {
+    uint32_t az[4] = {0u, 0u, 0u, 0u};
+    if (g < kG) {
+      float mid[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t dz = pw[(t0 + (j & 1) + 8 * (j >> 1)) * kG + g];
+        mid[j] = __fmaf_rn(1.5f, __half2float(__ushort_as_half((unsigned short)(dz & 0xFFFFu))),
+                           __half2float(__ushort_as_half((unsigned short)(dz >> 16))));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2 hi = __floats2half2_rn(mid[2 * h], mid[2 * h + 1]);
+        const float2 f = __half22float2(hi);
+        const __half2 lo = __floats2half2_rn((mid[2 * h] - f.x) * kLoScale, (mid[2 * h + 1] - f.y) * kLoScale);
+        az[2 * h] = *reinterpret_cast<const uint32_t*>(&hi);
+        az[2 * h + 1] = *reinterpret_cast<const uint32_t*>(&lo);
+      }
+    }
+    mma_f16(oz, az, f16_parts(p[0], p[1], L.up, L.sc), f16_parts(p[2], p[3], L.up, L.sc));
+  }
+  const int tok[4] = {t0, t0 + 1, t0 + 8, t0 + 9};
+#pragma unroll
+  for (int a = 0; a < kG; ++a) {
+    float w[4];
+    uint2 cw[4];  // code words 2a, 2a + 1 (the group's 32 channels) of the four tokens
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      w[j] = p[j] * __half2float(__ushort_as_half((unsigned short)(pw[tok[j] * kG + a] & 0xFFFFu)));
+      cw[j] = *reinterpret_cast<const uint2*>(sv + tok[j] * kRowBytes + 8 * a);
+    }
+    const uint32_t b0 = f16_parts(w[0], w[1], L.up, L.sc), b1 = f16_parts(w[2], w[3], L.up, L.sc);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t x0 = __byte_perm(h ? cw[0].y : cw[0].x, h ? cw[1].y : cw[1].x, L.vsel);
+      const uint32_t x1 = __byte_perm(h ? cw[2].y : cw[2].x, h ? cw[3].y : cw[3].x, L.vsel);
+      const uint32_t af[4] = {centered(and_or(x0 << L.sh0, L.mask, L.one)),
+                              centered(and_or(x0 >> L.sh1, L.mask, L.one)),
+                              centered(and_or(x1 << L.sh0, L.mask, L.one)),
+                              centered(and_or(x1 >> L.sh1, L.mask, L.one))};
+      mma_f16(o[2 * a + h], af, b0, b1);
+    }
+  }
+}
+
+// p·v of a raw BF16 value tile vt (rows = tokens) into the same accumulators: A from ldmatrix.trans,
+// p in three bf16 parts over two mma (hi | mid, then lo | 0; the upper lanes' columns are scaled
+// by kLoScale like the slots' remainders: the split of p kLoScale is the split of p, scaled).
+template <int kD>
+__device__ __forceinline__ void raw_block_values(const uint16_t* vt, const float (&p)[4], float (&o)[kD / 16][4]) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
+  const bool upper = lane >= 16;
+  const float ps = upper ? kLoScale : 1.f;
+  const Split3 pa = split3(p[0] * ps, p[1] * ps), pb = split3(p[2] * ps, p[3] * ps);
+  const uint32_t h0 = upper ? pa.mid : pa.hi, h1 = upper ? pb.mid : pb.hi;
+  const uint32_t l0 = upper ? 0u : pa.lo, l1 = upper ? 0u : pb.lo;
+  // Matrix mi: tokens 8 (mi >> 1) .., channels 8 (mi & 1) .. of the m-tile.
+  const uint16_t* vp = vt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
+#pragma unroll
+  for (int i = 0; i < kD / 16; ++i) {
+    uint32_t af[4];
+    ldmatrix_x4_trans(af, vp + 16 * i);
+    mma_bf16(o[i], af, h0, h1);
+    mma_bf16(o[i], af, l0, l1);
+  }
+}
+// The per-lane constants of the value side, for lane (g, t) (e8_block_values).
+__device__ __forceinline__ E8ValueLane e8_value_lane() {
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+  E8ValueLane VL;
+  VL.up = lane >= 16 ? kLoScale : 0.f;
+  VL.sc = lane >= 16 ? kLoScale : 1.f;
+  VL.vsel = 0x6420u + (uint32_t)(g >> 2) * 0x1111u;
+  VL.sh0 = 8u - 2u * (uint32_t)(g & 3);
+  VL.sh1 = 2u * (uint32_t)(g & 3);
+  VL.mask = 0x03000300u;
+  VL.one = 0x44004400u;
+  asm volatile("" : "+r"(VL.mask), "+r"(VL.one));  // opaque: kept as registers, not folded back
+  return VL;
+}
+
+// A warp's raw-page tile (K, then V of the same block) behind its stages.
+template <int kD>
+__device__ __forceinline__ uint16_t* e8_raw_tile(uint8_t* wbase) {
+  return reinterpret_cast<uint16_t*>(wbase + kE8Stages * E8Geom<kD>::kStage);
+}
+
+// A table entry's page (raw BF16, or a released one: nullptr, read as zeros).
+__device__ __forceinline__ const uint8_t* e8_page(const KVLayerView& kv, uint32_t e) {
+  return e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes;
+}
+
+// One warp's stream of blocks b_first, b_first + b_step, ... below b_end of sequence s and kv-head
+// kvh through its pipeline of kE8Stages stages at wbase: slots by bulk copies (sm_90; else
+// cp.async), raw pages only warmed in L2 (the math copies them when their turn comes). Calls
+// block(b, stage, ek, ev) on each block in order, with its K and V entries and the stage holding
+// its slots (K's, then V's at kSlotK); the stage may be refilled once block() returns.
+template <int kD, class Block>
+__device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& s, int32_t kvh, int32_t b_first,
+                                          int32_t b_end, int32_t b_step, uint8_t* wbase, Block&& block) {
+  using Geo = E8Geom<kD>;
+  constexpr int kS = kE8Stages;
+  const int lane = threadIdx.x & 31;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(wbase + kS * Geo::kStage + TileGeom<kD>::kTileBytes);  // [kS]
+  uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kS);                                             // [kS][2]
+  const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
+  constexpr bool kBulk = GAACRT_BULK_COPY;
+  if (kBulk) {
+    if (lane == 0)
+#pragma unroll
+      for (int x = 0; x < kS; ++x) mbar_init(bars + x);
+    fence_mbar_init();
+    __syncwarp();
+  }
+
+  // Issues block `it` (entries e: K, V) into stage it % kS.
+  auto issue = [&](int32_t it, const uint32_t (&e)[2]) {
+    const int slot = it % kS;
+    uint8_t* stg = wbase + slot * Geo::kStage;
+    if (lane == 0) {
+      ents[2 * slot] = e[0];
+      ents[2 * slot + 1] = e[1];
+    }
+    if (kBulk) fence_proxy_async();  // earlier reads of this stage before the copies' writes
+#pragma unroll
+    for (int is_v = 0; is_v < 2; ++is_v) {
+      if (e[is_v] == KV_ENTRY_EMPTY || kv_entry_is_slot(e[is_v])) continue;
+      if (lane * 128 < KV_BLOCK_TOKENS * kD * 2) prefetch_l2(kv_entry_ptr(kv, e[is_v], is_v) + lane * 128);
+    }
+    const bool sk = kv_entry_is_slot(e[0]), sv = kv_entry_is_slot(e[1]);
+    if (kBulk) {
+      if (lane == 0) {
+        mbar_expect_tx(bars + slot, (sk ? Geo::kSlotK : 0u) + (sv ? Geo::kSlotV : 0u));
+        if (sk) bulk_copy(stg, kv_entry_ptr(kv, e[0], 0), Geo::kSlotK, bars + slot);
+        if (sv) bulk_copy(stg + Geo::kSlotK, kv_entry_ptr(kv, e[1], 1), Geo::kSlotV, bars + slot);
+      }
+    } else {
+#pragma unroll
+      for (int is_v = 0; is_v < 2; ++is_v) {
+        if (!(is_v ? sv : sk)) continue;
+        const uint8_t* src = kv_entry_ptr(kv, e[is_v], is_v);
+        const uint32_t n16 = (is_v ? Geo::kSlotV : Geo::kSlotK) / 16;
+        uint8_t* dst = stg + (is_v ? Geo::kSlotK : 0);
+        for (uint32_t c = lane; c < n16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
+      }
+    }
+  };
+  EntryStream<2> es;
+  es.start(kv, s.table, kvh, b_first, b_step, n_iter);
+  es.template issue_first<kS>(issue);
+  for (int32_t it = 0; it < n_iter; ++it) {
+    es.template issue_ahead<kS>(it, issue);
+    cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
+    if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... or its bulk copies
+    __syncwarp();             // ... and every lane's
+    block(b_first + it * b_step, wbase + (it % kS) * Geo::kStage, ents[2 * (it % kS)], ents[2 * (it % kS) + 1]);
+    __syncwarp();  // block it's stage and the raw tile are read
+  }
+  if (kBulk) {  // every phase issued has completed (each block was waited for): retire the barriers
+    if (lane == 0)
+#pragma unroll
+      for (int x = 0; x < kS; ++x) mbar_inval(bars + x);
+    __syncwarp();
+  }
+}
+
+}  // namespace gaacrt::cuda::attn

@@ -77,9 +77,11 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // wave); a function of the batch shape, the cache's context and the GPU only, never of the
   // positions, and the same for BF16 and GAAC, so those two sum in the same order; a captured
   // graph stays valid.
-  // GAACRT_CUDA_E8_SPLITS_PER_SM sets E8's (3, as many as its kernel is built to hold per SM; at
-  // 64K, tg128 of the 8B shape, when each thread block still rotated its queries: 2 173 tok/s,
-  // 3 194).
+  // GAACRT_CUDA_E8_SPLITS_PER_SM sets E8's (3, as many as its decode kernel is built to hold per
+  // SM; at 64K, tg128 of the 8B shape, when each thread block still rotated its queries: 2 173
+  // tok/s, 3 194). The kernel of launches with a prefill-sized sequence (kPrefill) holds two, as
+  // BF16's and GAAC's kShared kernels do: such a launch's decode-sized sequences run their splits
+  // in ~1.5 waves beside the prefill's row groups (slower, not wrong).
   const int32_t units = n_seqs * kv.n_head_kv;
   static const int e8_per_sm = [] {
     const char* e = std::getenv("GAACRT_CUDA_E8_SPLITS_PER_SM");
@@ -142,9 +144,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (e8)
     lossy::attention(kv, args, seqs, n_seqs, q, out, scr, info_.multiprocessors, max_dynamic_smem(device_), stream_,
                      true);
-  // Prefill-sized sequences: a thread block per row group of 16 (n_split alone, sized for decode,
-  // gave 512 tokens of an 8-kv-head layer about two warps per SM scheduler). The E8 kernel takes
-  // decode-sized sequences only.
+  // Prefill-sized sequences: a thread block per row group (n_split alone, sized for decode, gave
+  // 512 tokens of an 8-kv-head layer about two warps per SM scheduler).
   const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
   // Decode-sized launches (E8's always) run their grid kv-head fastest: the blocks go out in index
   // order, so the live splits (the first ones; a short context in a session sized for a long one
@@ -159,12 +160,12 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const char* pw = std::getenv("GAACRT_CUDA_PREFILL_WIDE");  // read on every call; below
   // E8 with its prefill-sized sequences on the tensor cores too: enough splits for their row
   // groups (lossy::e8_prefill_on_mma), still kv-head fastest; 64 rows a group
-  // (attention_e8_wide.cuh) unless GAACRT_CUDA_PREFILL_WIDE=0.
+  // (attention_e8_wide.cuh) unless GAACRT_CUDA_PREFILL_WIDE=0 (its 2 and 3, BF16 and GAAC
+  // variants, give E8 its default).
   const int32_t rot_rows = e8 ? lossy::e8_rot_rows(kv, args, n_seqs) : lossy::kRotatedRows;
   const bool e8_prefill = e8 && rot_rows > attn::kRowsPerGroup, e8_wide = e8_prefill && !(pw && pw[0] == '0');
-  const int32_t e8_y =
-      e8_prefill ? attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, e8_wide ? attn::kWideRows : attn::kRowsPerGroup)
-                 : n_split;
+  const int32_t e8_rows = e8_wide ? attn::kWideRows : attn::kRowsPerGroup;
+  const int32_t e8_y = e8_prefill ? attention_grid_x(n_split, max_rows, attn::kRowsPerGroup, e8_rows) : n_split;
   // A prefill-sized sequence: the kernel whose thread blocks copy (and GAAC's decode) each block
   // once for their four warps (attention_prefill.cuh), where its ring fits the shared memory sized
   // above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp. Its row groups

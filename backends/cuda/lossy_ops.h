@@ -43,7 +43,7 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
 bool e8_mma_ok(const KVLayerView& kv);
 
 // Rows per (sequence, kv-head) of the rotated E8 queries attention() leaves at its scratch's start
-// (the tensor-core kernel's row group).
+// for a decode launch (the tensor-core kernel's decode row group; e8_rot_rows gives a prefill's).
 constexpr int kRotatedRows = 16;
 
 // Whether the E8 tensor-core kernel also takes a launch's prefill-sized sequences: e8_mma_ok, the

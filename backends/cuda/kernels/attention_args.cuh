@@ -44,9 +44,10 @@ struct KernelArgs {
   uint32_t warp_bytes;  // shared bytes of one warp's buffers
   DeviceErrors* err;
   int32_t bulk_min_blocks;  // BF16 pages: bulk copies for warps streaming at least this many blocks
-  // 1: a launch of decode-sized sequences only, its grid kv-head fastest (x = kv-head, y = split):
-  // blocks go out in index order, so the live splits (the first ones) spread over every SM before
-  // any takes a second. 0: x = split or prefill row group, y = kv-head.
+  // 1: a launch of decode-sized sequences only, or any E8 launch, its grid kv-head fastest (x =
+  // kv-head, y = split or E8 prefill row group): blocks go out in index order, so the live splits
+  // (the first ones) spread over every SM before any takes a second. 0: x = split or prefill row
+  // group, y = kv-head.
   int32_t head_fastest;
   uint64_t* timeline;  // attention_timeline.h: per-block stamps, or nullptr (the default)
   const float* q_rot;  // E8: the rotated queries [seq][kv-head][rot_rows][kD] (attention_lossy.cu)

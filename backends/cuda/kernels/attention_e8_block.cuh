@@ -34,7 +34,8 @@
 // midpoints z + 3/2 D in two fp16 parts against the same split of p. The remainders are stored times 2^11
 // (kLoScale): unscaled, most of them would be fp16 subnormals and lose their bits. Every value
 // accumulator therefore has channels as rows and (row, part) as columns; parts and brackets are
-// summed once, after the last block.
+// summed once, after the last block. (This is the layout of the decode steps and of the 16-row
+// prefill groups, four rows a warp; attention_e8_wide.cuh's 16 rows a warp swap the operands.)
 //
 // Raw BF16 pages of the window (the newest blocks) are copied to a per-warp tile and run on bf16
 // mma into the same accumulators: q unrotated and p in three bf16 parts (attention_ptx.cuh).

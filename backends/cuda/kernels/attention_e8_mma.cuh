@@ -39,7 +39,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   const E8ValueLane VL = e8_value_lane();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
   uint16_t* raw = e8_raw_tile<kD>(wbase);
-  e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
+  auto block = [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
     float sc[4], p[4];
     if (kv_entry_is_slot(ek)) {
       e8_block_scores<kD>(stg, tab, Q, qd, bq, sc);
@@ -79,7 +79,8 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       zero_rows_past_end<kD>(raw, len - b * KV_BLOCK_TOKENS, lane);
       raw_block_values<kD>(raw, p, o);
     }
-  });
+  };
+  e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block);
 }
 
 // This warp's value accumulators folded: the parts summed (columns n and n + 4 sit on lanes t and
@@ -160,7 +161,9 @@ __device__ __forceinline__ void write_e8_rows(const KernelArgs& P, const AttnSeq
 // than 16 rows: in the kPrefill kernel (launches with lossy::e8_prefill_on_mma), thread block y
 // takes row groups y, y + gridDim.y, ... of 64 rows (P.prefill_wide: 16 rows a warp,
 // prefill_e8_wide) or 16 (one M-tile a warp, run_rows_e8), each warp over its rows' whole
-// visible range, and writes its rows; else attention_lossy.cu's kernel has them. (Decode-only launches run the kernel without: its SASS as before.)
+// visible range, and writes its rows; else attention_lossy.cu's kernel has them. Built for two
+// thread blocks per SM (255 registers at head 128), three without kPrefill: decode-only launches
+// run the kernel without, its SASS as before.
 template <int kD, bool kPrefill = false>
 __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);

@@ -11,7 +11,7 @@
 //     its three parts by the narrow path's float operations (e8_block_scores);
 //   * values in the flash layout, o = rows x channels: A = the weights w = p D of one value group
 //     (rows x tokens) in two fp16 parts (rounded, and the remainder times kLoScale), B = the
-//     centered codes c - 3/2 (tokens x channels) and, against the remainder, the same times
+//     centered codes q - 3/2 (tokens x channels) and, against the remainder, the same times
 //     1/kLoScale (exact: a power of two, and every result a normal fp16). A block's two products
 //     gather in fresh accumulators, the remainder's first, then one rounded add into o: the
 //     tensor cores truncate their fp32 adds (attention_wide.cuh wide_pv);

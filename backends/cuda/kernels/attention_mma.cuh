@@ -371,8 +371,8 @@ inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cud
 }
 
 // Defined in attention_bf16.cu / attention_gaac.cu / attention_e8.cu (separate files: nvcc builds
-// them in parallel). The E8 kernel (kernels/attention_e8_mma.cuh) takes decode-sized sequences of
-// head size 32, 64 or 128.
+// them in parallel). The E8 kernel (kernels/attention_e8_mma.cuh) takes E8 sequences of head
+// size 32, 64 or 128 (prefill-sized ones in its `prefill` instantiation).
 void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
                            int blocks);
 void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,

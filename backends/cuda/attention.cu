@@ -26,8 +26,13 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
   // which run on the tensor cores below (with the queries lossy::attention rotates).
   // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size.)
+  // GAACRT_CUDA_E8_PAIRS=1 (read on every call): decode launches on the kernel whose warps take
+  // their blocks two at a time (attention_e8_mma.cuh run_rows_e8; compiled and emulated, not yet
+  // timed).
+  const char* pairs_env = std::getenv("GAACRT_CUDA_E8_PAIRS");
+  const bool e8_pairs = pairs_env && pairs_env[0] == '1';
   const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
-                  attn::e8_smem_bytes(kv.tile_dim, attn::kMaxSplits) <= (size_t)max_dynamic_smem(device_);
+                  attn::e8_smem_bytes(kv.tile_dim, attn::kMaxSplits, e8_pairs) <= (size_t)max_dynamic_smem(device_);
   size_t lossy_bytes = 0;
   if (lossy::is_lossy(kv.format)) {
     lossy_bytes = (lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors) + 255) & ~(size_t)255;
@@ -108,7 +113,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const int32_t n_split =
       std::max(1, std::min({attn::kMaxSplits, max_chunks, per_sm * info_.multiprocessors / units}));
   uint32_t warp_bytes = 0;
-  const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split)
+  const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split, e8_pairs)
                          : attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes,
                                             blocks);
   if (smem > (size_t)max_dynamic_smem(device_))
@@ -188,7 +193,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                            timeline.stamps(), e8_qrot, rot_rows,
                            wide ? (pw && (pw[0] == '2' || pw[0] == '3') ? pw[0] - '0' : 1) : (e8_wide ? 1 : 0)};
   if (e8)
-    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
+    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill, e8_pairs);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

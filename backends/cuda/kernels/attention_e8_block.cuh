@@ -61,8 +61,10 @@
 namespace gaacrt::cuda::attn {
 
 constexpr int kE8Stages = 4;  // blocks in each warp's pipeline (a block's slots are 1.3 KiB at d = 128)
+constexpr int kE8PairStages = 6;  // the same when a warp takes its blocks two at a time (e8_stream_pairs)
 
-template <int kD>
+// A warp's buffers for a pipeline of kS stages.
+template <int kD, int kS = kE8Stages>
 struct E8Geom {
   static constexpr int kKs = kD / 32;  // int8 k-steps of a key: one code per lane each
   static constexpr int kMt = kD / 16;  // value m-tiles: one code word (16 channels) each
@@ -71,9 +73,9 @@ struct E8Geom {
   static constexpr uint32_t kSlotV = 6 * kD;                        // v2_slot_bytes(kD)
   static constexpr uint32_t kStage = kSlotK + kSlotV;
   // The stages' bulk-copy barriers, then the in-flight blocks' entries.
-  static constexpr uint32_t kRing = (kE8Stages * 8 + kE8Stages * 2 * 4 + 15) & ~15u;
+  static constexpr uint32_t kRing = (kS * 8 + kS * 2 * 4 + 15) & ~15u;
   // Per warp: the stages, one raw-page tile (K, then V of the same block), the ring.
-  static constexpr uint32_t kWarpBytes = kE8Stages * kStage + TileGeom<kD>::kTileBytes + kRing;
+  static constexpr uint32_t kWarpBytes = kS * kStage + TileGeom<kD>::kTileBytes + kRing;
   // Per thread block: the table, the warps.
   static constexpr uint32_t kWarpsOff = E8_N_PROTO * 4;
   static constexpr uint32_t kBytes = kWarpsOff + kWarps * kWarpBytes;
@@ -372,9 +374,9 @@ __device__ __forceinline__ E8ValueLane e8_value_lane() {
 }
 
 // A warp's raw-page tile (K, then V of the same block) behind its stages.
-template <int kD>
+template <int kD, int kS = kE8Stages>
 __device__ __forceinline__ uint16_t* e8_raw_tile(uint8_t* wbase) {
-  return reinterpret_cast<uint16_t*>(wbase + kE8Stages * E8Geom<kD>::kStage);
+  return reinterpret_cast<uint16_t*>(wbase + kS * E8Geom<kD, kS>::kStage);
 }
 
 // A table entry's page (raw BF16, or a released one: nullptr, read as zeros).
@@ -382,31 +384,35 @@ __device__ __forceinline__ const uint8_t* e8_page(const KVLayerView& kv, uint32_
   return e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes;
 }
 
-// One warp's stream of blocks b_first, b_first + b_step, ... below b_end of sequence s and kv-head
-// kvh through its pipeline of kE8Stages stages at wbase: slots by bulk copies (sm_90; else
-// cp.async), raw pages only warmed in L2 (the math copies them when their turn comes). Calls
-// block(b, stage, ek, ev) on each block in order, with its K and V entries and the stage holding
-// its slots (K's, then V's at kSlotK); the stage may be refilled once block() returns.
-template <int kD, class Block>
-__device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& s, int32_t kvh, int32_t b_first,
-                                          int32_t b_end, int32_t b_step, uint8_t* wbase, Block&& block) {
-  using Geo = E8Geom<kD>;
-  constexpr int kS = kE8Stages;
-  const int lane = threadIdx.x & 31;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(wbase + kS * Geo::kStage + TileGeom<kD>::kTileBytes);  // [kS]
-  uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kS);                                             // [kS][2]
-  const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
-  constexpr bool kBulk = GAACRT_BULK_COPY;
-  if (kBulk) {
-    if (lane == 0)
-#pragma unroll
-      for (int x = 0; x < kS; ++x) mbar_init(bars + x);
-    fence_mbar_init();
-    __syncwarp();
-  }
+// One warp's ring of kS stages at wbase: issue(it, e) starts the copies of the warp's block `it`
+// (entries e: K, V) into stage it % kS — slots by bulk copies (sm_90; else cp.async), raw pages
+// only warmed in L2 (the math copies them when their turn comes) — and wait(it) returns once they
+// have landed for the whole warp (after the cp.async wait of the caller's pipeline depth).
+template <int kD, int kS>
+struct E8Ring {
+  using Geo = E8Geom<kD, kS>;
+  static constexpr bool kBulk = GAACRT_BULK_COPY;
+  const KVLayerView& kv;
+  uint8_t* wbase;
+  uint64_t* bars;  // [kS]
+  uint32_t* ents;  // [kS][2]
+  int lane;
 
-  // Issues block `it` (entries e: K, V) into stage it % kS.
-  auto issue = [&](int32_t it, const uint32_t (&e)[2]) {
+  __device__ __forceinline__ E8Ring(const KVLayerView& kv_, uint8_t* wbase_)
+      : kv(kv_),
+        wbase(wbase_),
+        bars(reinterpret_cast<uint64_t*>(wbase_ + kS * Geo::kStage + TileGeom<kD>::kTileBytes)),
+        ents(reinterpret_cast<uint32_t*>(bars + kS)),
+        lane(threadIdx.x & 31) {
+    if (kBulk) {
+      if (lane == 0)
+#pragma unroll
+        for (int x = 0; x < kS; ++x) mbar_init(bars + x);
+      fence_mbar_init();
+      __syncwarp();
+    }
+  }
+  __device__ __forceinline__ void operator()(int32_t it, const uint32_t (&e)[2]) const {
     const int slot = it % kS;
     uint8_t* stg = wbase + slot * Geo::kStage;
     if (lane == 0) {
@@ -436,24 +442,80 @@ __device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& 
         for (uint32_t c = lane; c < n16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
       }
     }
-  };
+  }
+  // Block it's bulk copies (its cp.async ones: the caller's cp_async_wait).
+  __device__ __forceinline__ void wait_bulk(int32_t it) const {
+    if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);
+  }
+  __device__ __forceinline__ const uint8_t* stage(int32_t it) const { return wbase + (it % kS) * Geo::kStage; }
+  __device__ __forceinline__ uint32_t entry(int32_t it, int is_v) const { return ents[2 * (it % kS) + is_v]; }
+  // Every phase issued has completed (each block was waited for): the barriers retired.
+  __device__ __forceinline__ void retire() const {
+    if (kBulk) {
+      if (lane == 0)
+#pragma unroll
+        for (int x = 0; x < kS; ++x) mbar_inval(bars + x);
+      __syncwarp();
+    }
+  }
+};
+
+// One warp's stream of blocks b_first, b_first + b_step, ... below b_end of sequence s and kv-head
+// kvh through its ring of kE8Stages stages at wbase (E8Ring), kE8Stages - 1 blocks ahead. Calls
+// block(b, stage, ek, ev) on each block in order, with its K and V entries and the stage holding
+// its slots (K's, then V's at kSlotK); the stage may be refilled once block() returns.
+template <int kD, class Block>
+__device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& s, int32_t kvh, int32_t b_first,
+                                          int32_t b_end, int32_t b_step, uint8_t* wbase, Block&& block) {
+  constexpr int kS = kE8Stages;
+  const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
+  const E8Ring<kD, kS> ring(kv, wbase);
   EntryStream<2> es;
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
-  es.template issue_first<kS>(issue);
+  es.template issue_first<kS>(ring);
   for (int32_t it = 0; it < n_iter; ++it) {
-    es.template issue_ahead<kS>(it, issue);
+    es.template issue_ahead<kS>(it, ring);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
-    if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);  // ... or its bulk copies
+    ring.wait_bulk(it);       // ... or its bulk copies
     __syncwarp();             // ... and every lane's
-    block(b_first + it * b_step, wbase + (it % kS) * Geo::kStage, ents[2 * (it % kS)], ents[2 * (it % kS) + 1]);
+    block(b_first + it * b_step, ring.stage(it), ring.entry(it, 0), ring.entry(it, 1));
     __syncwarp();  // block it's stage and the raw tile are read
   }
-  if (kBulk) {  // every phase issued has completed (each block was waited for): retire the barriers
-    if (lane == 0)
-#pragma unroll
-      for (int x = 0; x < kS; ++x) mbar_inval(bars + x);
+  ring.retire();
+}
+
+// e8_stream with the blocks two at a time: pair(b, stage, ek, ev, b', stage', ek', ev') on blocks
+// it, it + 1 (it even), block() on a last odd one. The ring has kE8PairStages stages, kept
+// kE8PairStages - 2 blocks ahead: the two issued before a pair refill the stages of the pair
+// before it. (cp.async groups: kS - 2 before the loop, one per block; block it + 1 is in group
+// it + 1, so kS - 2 may stay pending.)
+template <int kD, class Block, class Pair>
+__device__ __forceinline__ void e8_stream_pairs(const KVLayerView& kv, const AttnSeq& s, int32_t kvh,
+                                                int32_t b_first, int32_t b_end, int32_t b_step, uint8_t* wbase,
+                                                Block&& block, Pair&& pair) {
+  constexpr int kS = kE8PairStages;
+  const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
+  const E8Ring<kD, kS> ring(kv, wbase);
+  EntryStream<2> es;
+  es.start(kv, s.table, kvh, b_first, b_step, n_iter);
+  es.template issue_first<kS - 1>(ring);  // blocks 0 .. kS - 3
+  for (int32_t it = 0; it < n_iter; it += 2) {
+    const bool two = it + 1 < n_iter;  // warp-uniform
+    es.template issue_ahead<kS - 1>(it, ring);  // block it + kS - 2, into block it - 2's stage
+    if (two) es.template issue_ahead<kS - 1>(it + 1, ring);
+    cp_async_wait<kS - 2>();
+    ring.wait_bulk(it);
+    if (two) ring.wait_bulk(it + 1);
+    __syncwarp();
+    const int32_t b = b_first + it * b_step;
+    if (two)
+      pair(b, ring.stage(it), ring.entry(it, 0), ring.entry(it, 1), b + b_step, ring.stage(it + 1),
+           ring.entry(it + 1, 0), ring.entry(it + 1, 1));
+    else
+      block(b, ring.stage(it), ring.entry(it, 0), ring.entry(it, 1));
     __syncwarp();
   }
+  ring.retire();
 }
 
 }  // namespace gaacrt::cuda::attn

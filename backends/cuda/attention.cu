@@ -25,12 +25,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
   // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
   // which run on the tensor cores below (with the queries lossy::attention rotates).
-  // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size.)
-  // GAACRT_CUDA_E8_PAIRS=1 (read on every call): decode launches on the kernel whose warps take
-  // their blocks two at a time (attention_e8_mma.cuh run_rows_e8; compiled and emulated, not yet
-  // timed).
+  // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size, its
+  // pairs build 50 KB at head size 128.)
+  // GAACRT_CUDA_E8_PAIRS=1 (read on every call; a captured graph keeps the kernel it captured):
+  // decode launches on the kernel whose warps take their blocks two at a time (attention_e8_mma.cuh
+  // run_rows_e8; compiled and emulated, not yet timed). A launch with a prefill-sized sequence
+  // runs the kPrefill kernel either way.
   const char* pairs_env = std::getenv("GAACRT_CUDA_E8_PAIRS");
-  const bool e8_pairs = pairs_env && pairs_env[0] == '1';
+  const bool e8_pairs = pairs_env && pairs_env[0] == '1' && lossy::e8_mma_ok(kv) &&
+                        lossy::e8_rot_rows(kv, args, n_seqs) <= attn::kRowsPerGroup;
   const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
                   attn::e8_smem_bytes(kv.tile_dim, attn::kMaxSplits, e8_pairs) <= (size_t)max_dynamic_smem(device_);
   size_t lossy_bytes = 0;

@@ -165,12 +165,18 @@ __device__ __forceinline__ float softmax_weights_n(float (&sc)[kNB][4], const in
   return corr;
 }
 
-// The step of one block b.
+// The step of one block b (the copies in and out vanish once inlined).
 __device__ __forceinline__ float softmax_weights(float (&sc)[4], int32_t b, int32_t pos, int32_t lo, float& m,
                                                  float& l, const AttentionArgs& a, float (&p)[4]) {
   const int32_t bs[1] = {b};
-  return softmax_weights_n<1>(reinterpret_cast<float (&)[1][4]>(sc), bs, pos, lo, m, l, a,
-                              reinterpret_cast<float (&)[1][4]>(p));
+  float s1[1][4] = {{sc[0], sc[1], sc[2], sc[3]}}, p1[1][4];
+  const float corr = softmax_weights_n<1>(s1, bs, pos, lo, m, l, a, p1);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s1[0][j];
+    p[j] = p1[0][j];
+  }
+  return corr;
 }
 
 // softmax_weights, then o rescaled (this lane's accumulators are all of its own row).

@@ -384,10 +384,10 @@ __device__ __forceinline__ const uint8_t* e8_page(const KVLayerView& kv, uint32_
   return e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes;
 }
 
-// One warp's ring of kS stages at wbase: issue(it, e) starts the copies of the warp's block `it`
-// (entries e: K, V) into stage it % kS — slots by bulk copies (sm_90; else cp.async), raw pages
-// only warmed in L2 (the math copies them when their turn comes) — and wait(it) returns once they
-// have landed for the whole warp (after the cp.async wait of the caller's pipeline depth).
+// One warp's ring of kS stages at wbase: the call ring(it, e) starts the copies of the warp's block
+// `it` (entries e: K, V) into stage it % kS — slots by bulk copies (sm_90; else cp.async), raw
+// pages only warmed in L2 (the math copies them when their turn comes); wait_bulk(it) returns once
+// its bulk copies have landed (its cp.async ones: the caller's cp_async_wait, by pipeline depth).
 template <int kD, int kS>
 struct E8Ring {
   using Geo = E8Geom<kD, kS>;

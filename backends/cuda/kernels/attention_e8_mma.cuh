@@ -20,7 +20,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
                                             int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
                                             uint8_t* wbase, const uint32_t* tab, const float* q_rows, bool has_slots,
                                             float (&o)[kD / 16][4], float (&oz)[4], float& m, float& l) {
-  using Geo = E8Geom<kD>;
+  using Geo = E8Geom<kD, kPairs ? kE8PairStages : kE8Stages>;
   constexpr int kKs = Geo::kKs;
   const KVLayerView& kv = P.kv;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);

@@ -150,10 +150,16 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
     # 128): 16 query rows per warp, each of the query's and the weights' three bf16 parts an mma of
     # its own. As close to the CPU as the narrow path (~5e-7 on cuda-emulated, which rounds where
     # the tensor cores truncate; two parts instead of three: ~3.3e-6), and to the narrow path.
+    # GAACRT_CUDA_PREFILL_WIDE=2 copies the BF16 pages by cp.async, every warp a quarter of each
+    # block (the newest block's unwritten rows zero-filled by the copies): the same staged rows,
+    # so the same bits.
     rng = np.random.default_rng(n_ctx * 7 + n_q + d)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
     wide = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "2")
+    spread = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
+    assert np.array_equal(spread.view(np.uint32), wide.view(np.uint32))
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
     narrow = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
     ref = _core.op_attention(cpu, k, v, q, s, sliding_window=window, softcap=cap)

@@ -9,21 +9,28 @@ namespace gaacrt::cuda::attn {
 
 // Starts the copies of a block (table entries e) into stage `slot` of the stages at `stages`
 // (K then V, kv_bytes each), keeping its entries in ents[slot] for the decode; bulk: by bulk copies
-// completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them.
+// completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them —
+// or, spread (BF16 by cp.async, the usual tile), this thread's share of the thread block's copies,
+// zero-filling rows at or past n_valid (issue_bf16_spread).
 template <int kD, bool kGaac>
 __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacStaging& gs, uint32_t half_bytes,
                                             const uint32_t (&e)[TileGeom<kD>::kTiles], int slot, uint8_t* stages,
-                                            uint32_t kv_bytes, uint32_t* ents, uint64_t* bars, bool bulk, int lane) {
+                                            uint32_t kv_bytes, uint32_t* ents, uint64_t* bars, bool bulk, int lane,
+                                            bool spread = false, int32_t n_valid = KV_BLOCK_TOKENS) {
   constexpr int kT = TileGeom<kD>::kTiles;
   uint8_t* sk = stages + (2 * slot) * kv_bytes;
-  if (lane == 0)
+  if (threadIdx.x == 0)
 #pragma unroll
     for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
   uint64_t* bar = bulk ? bars + slot : nullptr;
-  if constexpr (kGaac)
+  if constexpr (kGaac) {
     issue_gaac<kD>(kv, gs, e, sk, sk + kv_bytes, half_bytes, lane, bar);
-  else
-    issue_bf16<kD>(kv, e, reinterpret_cast<uint16_t*>(sk), reinterpret_cast<uint16_t*>(sk + kv_bytes), lane, bar);
+  } else {
+    uint16_t* kt = reinterpret_cast<uint16_t*>(sk);
+    uint16_t* vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
+    if (spread) issue_bf16_spread<kD>(kv, e, kt, vt, threadIdx.x, kThreads, n_valid);
+    else issue_bf16<kD>(kv, e, kt, vt, lane, bar);
+  }
 }
 
 
@@ -93,7 +100,10 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // copies where run_rows would take them (a long stream), else always by cp.async: a page's bulk
 // copies issue one row at a time (~290 instructions a block on warp 0, which every warp then
 // waits for at the next barrier), cp.async's with all lanes (~30); which is faster here is not
-// measured yet (GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async).
+// measured yet (GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async). By cp.async (the usual tile), every
+// warp issues a quarter of each block's copies (a page's chunks: 2 per thread at head size 128),
+// each thread waits for its own before A, and the newest block's rows past the last token are
+// zero-filled by the copies: no warp issues for the others.
 template <int kD, bool kGaac, int kB, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
@@ -120,12 +130,16 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   }
   __syncthreads();  // the barriers, and the previous row group's last reads of the ring
 
+  // BF16 pages by cp.async in the usual tile: every warp issues (block-uniform).
+  const bool spread = !kGaac && !bulk && kv.tile_dim == TileGeom<kD>::kTd;
+  const bool issuer = warp == 0 || spread;  // warp-uniform
   const GaacStaging& gs = P.gaac_stage;
-  auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // warp 0 only
-    issue_stage<kD, kGaac>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane);
+  auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // issuers only
+    issue_stage<kD, kGaac>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane, spread,
+                           len - (B0 + it) * KV_BLOCK_TOKENS);
   };
-  EntryStream<kT> es;  // warp 0's
-  if (warp == 0) {
+  EntryStream<kT> es;  // the issuers' (each warp loads the same entries when spread)
+  if (issuer) {
     es.start(kv, s.table, kvh, B0, 1, n_iter);
     es.template issue_first<kSS>(issue);
   }
@@ -134,18 +148,19 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     const int32_t b = B0 + it;
     uint8_t* sk = base + (2 * (it % kSS)) * kv_bytes;
     const bool last = len - b * KV_BLOCK_TOKENS < KV_BLOCK_TOKENS;  // rows past the newest token
-    if (warp == 0) {
+    if (issuer) {
       // kSS - 1 groups were committed before the loop and one per earlier iteration: all but the
       // newest kSS - 2 hold block `it` and the ones before it.
       cp_async_wait<kSS - 2>();  // this lane's copies of block `it` have landed
       if (bulk) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and the bulk copies
       __syncwarp();
-      if (!kGaac && last) zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
+      if (!kGaac && last && !spread)  // (spread: zero-filled by the copies)
+        zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
     }
     __syncthreads();  // A: block `it` is staged for every warp
     // Block it + kSS - 1 into the stage block it - 1 used (freed by A: every warp is done with it),
     // while the other warps start on block `it`.
-    if (warp == 0) es.template issue_ahead<kSS>(it, issue);
+    if (issuer) es.template issue_ahead<kSS>(it, issue);
     if constexpr (kGaac) {
       uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
       uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);

@@ -111,6 +111,27 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
   }
 }
 
+// A block's pages of the usual tile (td = kTd) by cp.async, spread over nt threads: thread tid
+// issues chunks tid, tid + nt, ... of each page. Rows at or past n_valid (the newest block's
+// rows past the last token, never written) are zero-filled by the copy itself (source size 0),
+// so no pass has to zero them after every thread's copies have landed.
+template <int kD>
+__device__ __forceinline__ void issue_bf16_spread(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
+                                                  uint16_t* kt, uint16_t* vt, int tid, int nt, int32_t n_valid) {
+  constexpr int kT = TileGeom<kD>::kTiles, kRow = TileGeom<kD>::kRow, kTd = TileGeom<kD>::kTd, kPerRow = kTd / 8;
+#pragma unroll
+  for (int32_t t = 0; t < kT; ++t) {
+    const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+    const uint32_t e = ent[t];
+    uint16_t* dst = (is_v ? vt : kt) + half * kTd;
+    const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
+    for (int c = tid; c < KV_BLOCK_TOKENS * kPerRow; c += nt) {
+      const int row = c / kPerRow;  // (a power of two)
+      cp_async16(dst + row * kRow + 8 * (c % kPerRow), src + 16 * c, e == KV_ENTRY_EMPTY || row >= n_valid ? 0u : 16u);
+    }
+  }
+}
+
 // ---- GAAC cache ------------------------------------------------------------------------------
 // A layer's slot constants, K's and V's, one word each, computed on the host (gaac_stage_word) and
 // read from the kernel's parameters (recomputed per tile, global loads of the capacities

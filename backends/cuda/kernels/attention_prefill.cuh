@@ -10,8 +10,9 @@ namespace gaacrt::cuda::attn {
 // Starts the copies of a block (table entries e) into stage `slot` of the stages at `stages`
 // (K then V, kv_bytes each), keeping its entries in ents[slot] for the decode; bulk: by bulk copies
 // completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them —
-// or, spread (BF16 by cp.async, the usual tile), this thread's share of the thread block's copies,
-// zero-filling rows at or past n_valid (issue_bf16_spread).
+// or, spread (BF16), this warp's quarter: by bulk copies a quarter of the rows (the barrier takes
+// four arrivals), by cp.async (the usual tile) a quarter of the chunks, zero-filling rows at or
+// past n_valid (issue_bf16_spread).
 template <int kD, bool kGaac>
 __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacStaging& gs, uint32_t half_bytes,
                                             const uint32_t (&e)[TileGeom<kD>::kTiles], int slot, uint8_t* stages,
@@ -28,7 +29,8 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
   } else {
     uint16_t* kt = reinterpret_cast<uint16_t*>(sk);
     uint16_t* vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
-    if (spread) issue_bf16_spread<kD>(kv, e, kt, vt, threadIdx.x, kThreads, n_valid);
+    if (spread && !bulk) issue_bf16_spread<kD>(kv, e, kt, vt, threadIdx.x, kThreads, n_valid);
+    else if (spread) issue_bf16<kD>(kv, e, kt, vt, lane, bar, threadIdx.x >> 5, kWarps);
     else issue_bf16<kD>(kv, e, kt, vt, lane, bar);
   }
 }
@@ -100,10 +102,12 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // copies where run_rows would take them (a long stream), else always by cp.async: a page's bulk
 // copies issue one row at a time (~290 instructions a block on warp 0, which every warp then
 // waits for at the next barrier), cp.async's with all lanes (~30); which is faster here is not
-// measured yet (GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async). By cp.async (the usual tile), every
-// warp issues a quarter of each block's copies (a page's chunks: 2 per thread at head size 128),
-// each thread waits for its own before A, and the newest block's rows past the last token are
-// zero-filled by the copies: no warp issues for the others.
+// measured yet (GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async). Either way every warp issues a
+// quarter of each block's BF16 copies: by bulk copies a quarter of the rows (8 lanes, ~72
+// instructions), the stage's barrier taking the four warps' arrivals, warp 0 waiting on it; by
+// cp.async (the usual tile) a quarter of each page's chunks (2 per thread at head size 128), each
+// thread waiting for its own before A, the newest block's rows past the last token zero-filled by
+// the copies. GAAC's slots: warp 0 (a slot is one contiguous copy).
 template <int kD, bool kGaac, int kB, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
@@ -123,15 +127,16 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   constexpr bool kBulk = GAACRT_BULK_COPY;
   const int32_t n_iter = B1 - B0;
   const bool bulk = kBulk && (kGaac || (bf16_bulk && n_iter >= P.bulk_min_blocks));
+  // BF16 pages: every warp issues a quarter of each block (block-uniform): by bulk copies where
+  // the rows allow them, else by cp.async in the usual tile.
+  const bool spread = !kGaac && (bulk ? kv.tile_dim % 8 == 0 : kv.tile_dim == TileGeom<kD>::kTd);
   if (kBulk && threadIdx.x == 0) {
 #pragma unroll
-    for (int p = 0; p < kSS; ++p) mbar_init(bars + p);
+    for (int p = 0; p < kSS; ++p) mbar_init(bars + p, spread && bulk ? kWarps : 1);
     fence_mbar_init();
   }
   __syncthreads();  // the barriers, and the previous row group's last reads of the ring
 
-  // BF16 pages by cp.async in the usual tile: every warp issues (block-uniform).
-  const bool spread = !kGaac && !bulk && kv.tile_dim == TileGeom<kD>::kTd;
   const bool issuer = warp == 0 || spread;  // warp-uniform
   const GaacStaging& gs = P.gaac_stage;
   auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // issuers only
@@ -152,9 +157,9 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
       // kSS - 1 groups were committed before the loop and one per earlier iteration: all but the
       // newest kSS - 2 hold block `it` and the ones before it.
       cp_async_wait<kSS - 2>();  // this lane's copies of block `it` have landed
-      if (bulk) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and the bulk copies
+      if (bulk && warp == 0) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and all bulk copies
       __syncwarp();
-      if (!kGaac && last && !spread)  // (spread: zero-filled by the copies)
+      if (!kGaac && last && warp == 0 && !(spread && !bulk))  // (by cp.async, spread: zero-filled by the copies)
         zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
     }
     __syncthreads();  // A: block `it` is staged for every warp

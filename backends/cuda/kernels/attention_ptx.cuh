@@ -60,6 +60,14 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
 #endif
 }
+// A barrier whose phase takes `count` arrivals (each with the bytes it expects) and their bytes.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+#if defined(GAACRT_CUDA_EMULATION)
+  gaacrt_cuda_emu::mbar_init(bar, count);
+#elif GAACRT_BULK_COPY
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+#endif
+}
 __device__ __forceinline__ void mbar_inval(uint64_t* bar) {
 #if defined(GAACRT_CUDA_EMULATION)
   gaacrt_cuda_emu::mbar_inval(bar);

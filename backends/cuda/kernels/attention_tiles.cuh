@@ -58,9 +58,14 @@ __device__ __forceinline__ int chunk_dst(int c, int32_t td, int32_t col0) {
 // ---- BF16 cache: one block's 2 * n_half pages into K and V rows -------------------------------
 // sm_90 (bar != nullptr): each of 16 lanes per tile bulk-copies one row of the page, and lane 0
 // arrives on the stage's barrier expecting the bytes; older GPUs, and odd tile widths: cp.async.
+// n_parts > 1 (bulk copies only, the barrier initialised for n_parts arrivals): the calling warp
+// is part `part` of n_parts issuing the block, its rows r with r % n_parts == part (a bulk copy
+// with a per-lane address issues one lane at a time: a quarter of the rows, a quarter of the
+// issue), its lane 0 arriving with their bytes.
 template <int kD>
 __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
-                                           uint16_t* kt, uint16_t* vt, int lane, uint64_t* bar) {
+                                           uint16_t* kt, uint16_t* vt, int lane, uint64_t* bar, int part = 0,
+                                           int n_parts = 1) {
   constexpr int kT = TileGeom<kD>::kTiles, kRow = TileGeom<kD>::kRow;
   const int32_t td = kv.tile_dim;
   if (bar != nullptr) {
@@ -68,10 +73,12 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
     const bool bulk = td % 8 == 0;
     uint32_t bytes = 0;
 #pragma unroll
-    for (int t = 0; t < kT; ++t) bytes += bulk && ent[t] != KV_ENTRY_EMPTY ? KV_BLOCK_TOKENS * td * 2 : 0;
+    for (int t = 0; t < kT; ++t)
+      bytes += bulk && ent[t] != KV_ENTRY_EMPTY ? KV_BLOCK_TOKENS / n_parts * td * 2 : 0;
     if (lane == 0) mbar_expect_tx(bar, bytes);
     if (bulk) {
       const int r = lane & 15, hi = lane >> 4;
+      if (r % n_parts != part) return;
 #pragma unroll
       for (int tt = 0; tt < kT / 2; ++tt) {
         const int t = 2 * tt + hi;  // kT 2: K, V; kT 4: K0 K1 (tt 0), V0 V1 (tt 1)

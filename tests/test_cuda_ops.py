@@ -151,15 +151,22 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
     # its own. As close to the CPU as the narrow path (~5e-7 on cuda-emulated, which rounds where
     # the tensor cores truncate; two parts instead of three: ~3.3e-6), and to the narrow path.
     # GAACRT_CUDA_PREFILL_WIDE=2 copies the BF16 pages by cp.async, every warp a quarter of each
-    # block (the newest block's unwritten rows zero-filled by the copies): the same staged rows,
-    # so the same bits.
+    # block (the newest block's unwritten rows zero-filled by the copies), and
+    # GAACRT_CUDA_PREFILL_SPREAD=0 has warp 0 issue every copy: the same staged rows, so the same
+    # bits.
     rng = np.random.default_rng(n_ctx * 7 + n_q + d)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
     wide = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "2")
-    spread = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
-    assert np.array_equal(spread.view(np.uint32), wide.view(np.uint32))
+    by_cp_async = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
+    assert np.array_equal(by_cp_async.view(np.uint32), wide.view(np.uint32))
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_SPREAD", "0")
+    for variant in ("1", "2"):
+        monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", variant)
+        by_warp_0 = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
+        assert np.array_equal(by_warp_0.view(np.uint32), wide.view(np.uint32))
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_SPREAD")
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
     narrow = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
     ref = _core.op_attention(cpu, k, v, q, s, sliding_window=window, softcap=cap)

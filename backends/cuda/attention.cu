@@ -183,6 +183,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // parts of the queries and weights instead of three (KernelArgs::prefill_wide; both to be timed).
   static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
   const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
+  // GAACRT_CUDA_PREFILL_SPREAD=0 (read on every call): the shared stream's BF16 copies by warp 0
+  // alone, as before the tenth session (KernelArgs::prefill_spread).
+  const char* spread_env = std::getenv("GAACRT_CUDA_PREFILL_SPREAD");
   const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
@@ -195,7 +198,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
                            timeline.stamps(), e8_qrot, rot_rows,
-                           wide ? (pw && (pw[0] == '2' || pw[0] == '3') ? pw[0] - '0' : 1) : (e8_wide ? 1 : 0)};
+                           wide ? (pw && (pw[0] == '2' || pw[0] == '3') ? pw[0] - '0' : 1) : (e8_wide ? 1 : 0),
+                           spread_env && spread_env[0] == '0' ? 0 : 1};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill, e8_pairs);
   else if (shared)

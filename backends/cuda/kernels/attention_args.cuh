@@ -60,6 +60,9 @@ struct KernelArgs {
   // instead of three (16 significant bits; not yet timed); 0: row groups of 16 (run_rows_shared /
   // run_rows). The E8 kernel's (kPrefill): 1, row groups of 64 (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;
+  // 1: a prefill stream's BF16 copies issued by every warp, a quarter each (attention_prefill.cuh
+  // shared_stream, the default); 0: by warp 0 (GAACRT_CUDA_PREFILL_SPREAD=0, to time against).
+  int32_t prefill_spread;
 };
 
 #ifdef __CUDACC__

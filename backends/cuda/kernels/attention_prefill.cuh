@@ -129,7 +129,8 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   const bool bulk = kBulk && (kGaac || (bf16_bulk && n_iter >= P.bulk_min_blocks));
   // BF16 pages: every warp issues a quarter of each block (block-uniform): by bulk copies where
   // the rows allow them, else by cp.async in the usual tile.
-  const bool spread = !kGaac && (bulk ? kv.tile_dim % 8 == 0 : kv.tile_dim == TileGeom<kD>::kTd);
+  const bool spread =
+      !kGaac && P.prefill_spread && (bulk ? kv.tile_dim % 8 == 0 : kv.tile_dim == TileGeom<kD>::kTd);
   if (kBulk && threadIdx.x == 0) {
 #pragma unroll
     for (int p = 0; p < kSS; ++p) mbar_init(bars + p, spread && bulk ? kWarps : 1);

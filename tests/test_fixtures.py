@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gaacrt
+from fixtures.llama_reference import llama_model
 from fixtures.tiny_models import ARCHS, default_config, llama31_rope_factors
 from fixtures.tiny_vocab import CORPUS
 
@@ -19,7 +20,7 @@ TEXT = ("The capital of France is Paris. Once upon a time there was a little mod
 
 
 def llama_logits(path, text: str = TEXT, n_ctx: int = 128) -> tuple[list[int], np.ndarray]:
-    llm = llama_cpp.Llama(str(path), vocab_only=False, n_ctx=n_ctx, logits_all=True, verbose=False)
+    llm = llama_model(llama_cpp, path, vocab_only=False, n_ctx=n_ctx, logits_all=True, verbose=False)
     toks = llm.tokenize(text.encode(), add_bos=True, special=False)
     llm.eval(toks)
     return toks, np.array(llm.scores[:len(toks)], dtype=np.float32)
@@ -71,7 +72,7 @@ def test_fixture_hyperparameters_are_what_llama_cpp_reads(tiny_model, arch):
     cfg = default_config(arch)
     path = tiny_model(arch)
     f = gaacrt.GGUFFile(str(path))
-    llm = llama_cpp.Llama(str(path), n_ctx=64, verbose=False)
+    llm = llama_model(llama_cpp, path, n_ctx=64, verbose=False)
     assert llm.n_embd() == cfg.n_embd
     assert llm.n_vocab() == len(f.metadata["tokenizer.ggml.tokens"])
     assert llm._model.n_ctx_train() == cfg.context_length
@@ -166,7 +167,7 @@ def test_llama31_8b_fixture_small_variant_runs_alike_in_gaacrt_and_llama_cpp(tmp
         (SMALL.n_vocab, SMALL.n_embd, SMALL.n_layers, SMALL.n_head, SMALL.n_head_kv, SMALL.head_dim, SMALL.n_ff)
     text = TEXT + " <|eot_id|>"
     ours = m.tokenize(text, parse_special=True)
-    llm = llama_cpp.Llama(str(path), n_ctx=128, logits_all=True, verbose=False)
+    llm = llama_model(llama_cpp, path, n_ctx=128, logits_all=True, verbose=False)
     theirs = llm.tokenize(text.encode(), add_bos=True, special=True)
     assert ours == theirs and ours[0] == SMALL.n_vocab - N_SPECIAL and ours[-1] == SMALL.n_vocab - N_SPECIAL + 9
     llm.eval(theirs)

@@ -184,7 +184,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
   const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
   // GAACRT_CUDA_PREFILL_SPREAD=0 (read on every call): the shared stream's BF16 copies by warp 0
-  // alone, as before the tenth session (KernelArgs::prefill_spread).
+  // alone and GAAC's decode in whole rounds, as before the tenth session (KernelArgs::prefill_spread).
   const char* spread_env = std::getenv("GAACRT_CUDA_PREFILL_SPREAD");
   const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&

@@ -60,8 +60,10 @@ struct KernelArgs {
   // instead of three (16 significant bits; not yet timed); 0: row groups of 16 (run_rows_shared /
   // run_rows). The E8 kernel's (kPrefill): 1, row groups of 64 (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;
-  // 1: a prefill stream's BF16 copies issued by every warp, a quarter each (attention_prefill.cuh
-  // shared_stream, the default); 0: by warp 0 (GAACRT_CUDA_PREFILL_SPREAD=0, to time against).
+  // 1: a prefill stream's work spread over the thread block's warps (attention_prefill.cuh
+  // shared_stream, the default): BF16 copies a quarter each, GAAC's decode in half rounds
+  // (decode_my_half, up to head size 128); 0: the copies by warp 0, GAAC's rounds whole
+  // (GAACRT_CUDA_PREFILL_SPREAD=0, to time against).
   int32_t prefill_spread;
 };
 

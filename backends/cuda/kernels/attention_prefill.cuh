@@ -87,6 +87,28 @@ __device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv,
   }
 }
 
+// The same in half rounds (up to head size 128, two rounds or one): half h of round r, a tile's
+// lanes' groups 0-3 or 4-7 (decode_gaac_lane), is unit u = 2r + h, decoded by warp (u + 1) % 4 —
+// every warp at head size 128, where whole rounds left warps 0 and 3 waiting at barrier B for the
+// other two. Each half recounts its tile's escape offsets (the ballots); the decoded rows are the
+// same bits.
+template <int kD, int kU>
+__device__ __forceinline__ bool decode_my_half(int warp, const KVLayerView& kv, const GaacStaging& gs,
+                                               const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
+                                               uint32_t half_bytes, const GaacLanes& GL,
+                                               const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                               const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
+                                               uint16_t* vt) {
+  static_assert(2 * TileGeom<kD>::kRounds <= kWarps, "a warp per half round");
+  if constexpr (kU < 2 * TileGeom<kD>::kRounds) {
+    if (warp == (kU + 1) % kWarps)
+      return decode_gaac_block<kD, kU / 2, kU / 2 + 1, kU % 2>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+    return decode_my_half<kD, kU + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+  } else {
+    return true;
+  }
+}
+
 // First block of the keys rows R0 .. R1 (R1 included) can see, and one past the last.
 __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t W, int32_t R0, int32_t R1, int32_t& b0,
                                            int32_t& b1) {
@@ -170,8 +192,15 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     if constexpr (kGaac) {
       uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
       uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
-      const bool ok_w = decode_my_round<kD, 0>(warp, kv, gs, ents + (it % kSS) * kT, sk, sk + kv_bytes, P.half_bytes,
-                                               GL, b3, b4, kt, vt);
+      const uint32_t* be = ents + (it % kSS) * kT;
+      const uint8_t* sv = sk + kv_bytes;
+      bool ok_w;
+      if constexpr (2 * TileGeom<kD>::kRounds <= kWarps) {
+        ok_w = P.prefill_spread ? decode_my_half<kD, 0>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt)
+                                : decode_my_round<kD, 0>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
+      } else {
+        ok_w = decode_my_round<kD, 0>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
+      }
       const bool ok = __syncthreads_and(ok_w);  // B: decoded (and validated) for every warp
       if (!ok) {
         if (threadIdx.x == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read

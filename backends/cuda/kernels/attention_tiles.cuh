@@ -260,8 +260,10 @@ __device__ __forceinline__ GaacLanes gaac_lanes_of(int32_t td, int32_t n_half, i
 // Decodes rounds kR0 .. kR1-1 of one block (2 * n_half tiles, whose table entries are ents[0 ..])
 // from staging into K / V rows. Returns false (warp-uniform)
 // when a slot fails validation (reserved tag, escapes beyond the capacity): the caller records it
-// and skips the block. Rows of every tile are written (zeros for an empty entry).
-template <int kD, int kR0, int kR1>
+// and skips the block. Rows of every tile are written (zeros for an empty entry). kHalf 0 / 1:
+// this warp's half of each lane's groups (decode_gaac_lane), the other half another warp's; a raw
+// or empty tile is half 0's (-1: everything).
+template <int kD, int kR0, int kR1, int kHalf = -1>
 __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacStaging& gs,
                                                   const uint32_t* ents, const uint8_t* stage_k, const uint8_t* stage_v,
                                                   uint32_t half_bytes, const GaacLanes& L,
@@ -307,8 +309,8 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     uint16_t* dst = is_v ? vt : kt;
     if (slot && !bad) {
       const GaacU32x2 w3 = b3[rd], w4 = b4[rd];
-      decode_gaac_lane(stg, td, L.li, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
-    } else if (active && !slot) {  // raw page (newest block, or a tile that did not fit) or empty
+      decode_gaac_lane<kHalf>(stg, td, L.li, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
+    } else if (active && !slot && kHalf != 1) {  // raw page (newest block, or a tile that did not fit) or empty
       copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, td, half * td,
                          dst, L.li, L.nl);
     }

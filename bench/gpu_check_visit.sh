@@ -42,6 +42,9 @@
 #            AB_DEPTHS, default 0) and the SmolLM2 shape's graph decode (not a default stage). E.g. the
 #            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
 #            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs)
+#   spread   pp512 at depth 0 and after 32K (BF16, GAAC) with the prefill stream's work spread over
+#            the warps and on warp 0 (GAACRT_CUDA_PREFILL_SPREAD=1|0, alternated twice; the tenth
+#            session's copies and GAAC half-round decode) (not a default stage)
 #   e8pairs  E8's decode attention one block and two blocks at a time per warp
 #            (GAACRT_CUDA_E8_PAIRS=0|1, alternated twice) at 32K / 64K / 128K, batch 1, then tg128
 #            of the 8B shape with E8 at 32K / 64K the same way (not a default stage)
@@ -68,7 +71,8 @@ if has tests; then
     tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
     tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has e8pairs; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has e8pairs ||
+  has spread; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -138,6 +142,14 @@ if has layout; then
     stage "tg128, GAACRT_CUDA_GROUP8=$G"
     GAACRT_CUDA_GROUP8=$G timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 2>&1 |
       grep -E "^\| 0 \|"
+  done
+fi
+if has spread; then
+  stage "prefill stream: work spread over the warps or on warp 0 (GAACRT_CUDA_PREFILL_SPREAD)"
+  for v in 1 0 1 0; do
+    echo "GAACRT_CUDA_PREFILL_SPREAD=$v:"
+    GAACRT_CUDA_PREFILL_SPREAD=$v timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
+      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
   done
 fi
 if has e8pairs; then

@@ -40,10 +40,11 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // A row group's 16 rows are four M-tiles of consecutive rows (GQA group of 4: four consecutive
 // query tokens), whose visible blocks are one range give or take the first (sliding window) and
 // the last block. The per-warp path (run_rows) copies every block once per warp, and GAAC decodes
-// it once per warp; here warp 0 copies each block of the group's range [B0, B1) once into a ring
-// of shared_stage_count stages the thread block shares, GAAC's tiles are decoded once (a warp per
-// decode round: K's tiles and V's in parallel), and every warp runs block_math on the blocks of its
-// own range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
+// it once per warp; here each block of the group's range [B0, B1) is copied once into a ring of
+// shared_stage_count stages the thread block shares (BF16: every warp a quarter of the copies;
+// GAAC's slots: warp 0), GAAC's tiles are decoded once (the warps on half rounds, or a warp per
+// round: decode_my_half, decode_my_round), and every warp runs block_math on the blocks of its own
+// range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
 // Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation).
 // A also frees the stage (and GAAC's decoded tiles) of the block before: a warp reaches A only
 // after its math on that block, so the refill issued after A and the next decode after A never
@@ -118,7 +119,7 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 }
 
 // One row group's stream: blocks B0 .. B1-1 of sequence s and kv-head kvh, each staged once into
-// the ring (warp 0 issues the copies) and, for GAAC, decoded once (decode_my_round); every warp
+// the ring and, for GAAC, decoded once (decode_my_half / decode_my_round); every warp
 // then calls math(kt, vt, b) on the block's BF16 rows. start() runs once the first copies are
 // out (the rows' query fragments: their loads overlap the copies). bf16_bulk: BF16 pages by bulk
 // copies where run_rows would take them (a long stream), else always by cp.async: a page's bulk

@@ -114,6 +114,7 @@ def test_cuda_attention_sliding_window_and_softcap_match_cpu(cuda, cpu, window, 
     (900, 200, 32, 8, 128, 0),   # Llama-3 shape
     (400, 120, 8, 1, 64, 0),     # 8 query heads per kv-head: a row group is two tokens
     (1100, 40, 4, 1, 256, 0),    # two tiles per head
+    (90, 40, 4, 1, 256, 0),      # ... on a short stream: its pages by cp.async, every warp a quarter
     (500, 150, 4, 1, 64, 40),    # sliding window: the warps' ranges start apart too
     (400, 100, 4, 1, 80, 0),     # padded heads: 80 channels run as 128 (zeroed columns beside the ring)
     (300, 64, 8, 2, 48, 0),      # ... and 48 as 64

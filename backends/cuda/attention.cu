@@ -178,8 +178,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // once for their four warps (attention_prefill.cuh), where its ring fits the shared memory sized
   // above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp. Its row groups
   // are 64 rows (attention_wide.cuh) at head sizes up to 128 unless GAACRT_CUDA_PREFILL_WIDE=0
-  // (read on every call) asks for 16; =2 copies their BF16 pages by cp.async only (every warp a
-  // quarter of each block, attention_prefill.cuh shared_stream), =3 takes two
+  // (read on every call) asks for 16; =2 copies their BF16 pages by cp.async only
+  // (attention_prefill.cuh shared_stream), =3 takes two
   // parts of the queries and weights instead of three (KernelArgs::prefill_wide; both to be timed).
   static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
   const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");

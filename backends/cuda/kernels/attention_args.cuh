@@ -54,9 +54,8 @@ struct KernelArgs {
   int32_t rot_rows;    // E8: rows per (sequence, kv-head) in q_rot (16, or a prefill's: lossy_ops.h)
   // 1: the launch's prefill-sized sequences in row groups of 64 (attention_wide.cuh; the kShared
   // kernels at head sizes up to 128), x = row group of 64, BF16 pages by bulk copies on long
-  // streams (as measured on the H200), by cp.async on short ones (every warp a quarter of each
-  // block); 2: the same with BF16 pages always by cp.async (shared_stream's bf16_bulk; not yet
-  // timed); 3: as 1 with two parts of the queries and weights
+  // streams (as measured on the H200), by cp.async on short ones; 2: the same with BF16 pages
+  // always by cp.async (shared_stream's bf16_bulk; not yet timed); 3: as 1 with two parts of the queries and weights
   // instead of three (16 significant bits; not yet timed); 0: row groups of 16 (run_rows_shared /
   // run_rows). The E8 kernel's (kPrefill): 1, row groups of 64 (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;

@@ -71,7 +71,8 @@ __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_b
 }
 
 // Round r of the block is decoded by warp (r + 1) % 4 (when the head has that many rounds): warp 0,
-// the one that issues the copies, decodes only at head size 256 (four rounds).
+// the one that issues GAAC's copies, decodes only at head size 256 (four rounds). (Up to head
+// size 128 the default is decode_my_half, below.)
 template <int kD, int kR>
 __device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
                                                 const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
@@ -122,15 +123,15 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // the ring and, for GAAC, decoded once (decode_my_half / decode_my_round); every warp
 // then calls math(kt, vt, b) on the block's BF16 rows. start() runs once the first copies are
 // out (the rows' query fragments: their loads overlap the copies). bf16_bulk: BF16 pages by bulk
-// copies where run_rows would take them (a long stream), else always by cp.async: a page's bulk
-// copies issue one row at a time (~290 instructions a block on warp 0, which every warp then
-// waits for at the next barrier), cp.async's with all lanes (~30); which is faster here is not
-// measured yet (GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async). Either way every warp issues a
-// quarter of each block's BF16 copies: by bulk copies a quarter of the rows (8 lanes, ~72
-// instructions), the stage's barrier taking the four warps' arrivals, warp 0 waiting on it; by
-// cp.async (the usual tile) a quarter of each page's chunks (2 per thread at head size 128), each
-// thread waiting for its own before A, the newest block's rows past the last token zero-filled by
-// the copies. GAAC's slots: warp 0 (a slot is one contiguous copy).
+// copies where run_rows would take them (a long stream), else always by cp.async (which is faster
+// here is not measured yet; GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async). P.prefill_spread (the
+// default): every warp issues a quarter of each block's BF16 copies — by bulk copies a quarter of
+// the rows (a bulk copy with a per-lane address issues one lane at a time: warp 0 alone spent ~290
+// instructions a block, which the other warps waited for at A; now 8 lanes a warp), the stage's
+// barrier taking the four warps' arrivals and warp 0 waiting on it; by cp.async (the usual tile;
+// padded heads stay on warp 0) a quarter of each page's chunks, each thread waiting for its own
+// before A, the newest block's rows past the last token zero-filled by the copies. GAAC's slots:
+// warp 0 (a slot is one contiguous copy).
 template <int kD, bool kGaac, int kB, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
@@ -185,10 +186,14 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
       __syncwarp();
       if (!kGaac && last && warp == 0 && !(spread && !bulk))  // (by cp.async, spread: zero-filled by the copies)
         zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
+      // Generic writes to the stage (zeroed rows, cp.async) before any warp's later bulk copies
+      // into it (the issuer fences too, after A; this is the writer's side, for a stage another
+      // warp refills).
+      if (!kGaac && spread && (last || !bulk)) fence_proxy_async();
     }
     __syncthreads();  // A: block `it` is staged for every warp
     // Block it + kSS - 1 into the stage block it - 1 used (freed by A: every warp is done with it),
-    // while the other warps start on block `it`.
+    // then every issuer starts on block `it`.
     if (issuer) es.template issue_ahead<kSS>(it, issue);
     if constexpr (kGaac) {
       uint16_t* kt = reinterpret_cast<uint16_t*>(dec);

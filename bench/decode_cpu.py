@@ -8,6 +8,11 @@ is the median of --reps runs after a warm-up; the engines alternate run by run s
 this shared machine hits all of them. gaacrt runs once per --act-bits setting (16: Q16 int16
 activations, the default; 8: llama.cpp's 8-bit formats). Writes the table to
 bench/results/decode_cpu.md.
+
+--llama-plain: llama.cpp without its repacked weights ("extra buffer types"). llama-cpp-python
+0.3.36 segfaults in its first decode with them on AMX CPUs (tests/fixtures/llama_reference.py), so
+`auto` (the default) turns them off there and the table says so: llama.cpp's figures are then
+those of its plain CPU path.
 """
 from __future__ import annotations
 
@@ -31,6 +36,13 @@ import gaacrt  # noqa: E402
 from gaacrt import _core  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "decode_cpu.md"
+
+
+def cpu_has_amx() -> bool:
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
 
 
 def run_gaacrt(model, toks, n_gen):
@@ -63,7 +75,10 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--n-prompt", type=int, default=512)
     ap.add_argument("--n-gen", type=int, default=128)
+    ap.add_argument("--llama-plain", choices=("auto", "on", "off"), default="auto",
+                    help="llama.cpp without repacked weights (auto: on AMX CPUs, where they crash)")
     args = ap.parse_args()
+    plain = args.llama_plain == "on" or (args.llama_plain == "auto" and cpu_has_amx())
     path = args.model or gaacrt.models.get("smollm2-135m")
     toks = [int(t) for t in np.random.default_rng(0).integers(100, 40000, args.n_prompt)]
     try:
@@ -78,8 +93,13 @@ def main() -> int:
         models = {bits: _core.Model(path, "cpu", nt, 0, bits) for bits in args.act_bits}
         llm = None
         if llama_cpp is not None:
-            llm = llama_cpp.Llama(path, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=nt, n_threads_batch=nt,
-                                  verbose=False)
+            kw = dict(n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=nt, n_threads_batch=nt, verbose=False)
+            if plain:
+                sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+                from fixtures.llama_reference import llama_model
+                llm = llama_model(llama_cpp, path, **kw)
+            else:
+                llm = llama_cpp.Llama(path, **kw)
         ours = {bits: [] for bits in args.act_bits}
         ref = []
         for m in models.values():  # warm-up
@@ -100,7 +120,8 @@ def main() -> int:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0, 0, 0)
     lines = [f"SmolLM2-135M Q4_1 on {platform.machine()} ({', '.join(gaacrt.cpu_isas())}), "
              f"pp{args.n_prompt} / tg{args.n_gen}, median of {args.reps}, 1-minute load average {load_before:.2f} before / "
-             f"{load[0]:.2f} after the run (2-core machine shared with other work)", "",
+             f"{load[0]:.2f} after the run (2-core machine shared with other work)"
+             + (", llama.cpp without repacked weights (--llama-plain)" if plain and llama_cpp else ""), "",
              f"Command: `python bench/decode_cpu.py {' '.join(sys.argv[1:])}`".replace("py `", "py`"), "",
              "| threads | act bits | gaacrt pp t/s | llama.cpp pp t/s | pp ratio | gaacrt tg t/s | llama.cpp tg t/s | tg ratio |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]

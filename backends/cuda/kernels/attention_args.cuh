@@ -61,7 +61,7 @@ struct KernelArgs {
   int32_t prefill_wide;
   // 1: a prefill stream's work spread over the thread block's warps (attention_prefill.cuh
   // shared_stream, the default): BF16 copies a quarter each, GAAC's decode in half rounds
-  // (decode_my_half, up to head size 128); 0: the copies by warp 0, GAAC's rounds whole
+  // (decode_my_unit, up to head size 128); 0: the copies by warp 0, GAAC's rounds whole
   // (GAACRT_CUDA_PREFILL_SPREAD=0, to time against).
   int32_t prefill_spread;
 };

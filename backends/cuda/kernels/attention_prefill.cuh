@@ -43,7 +43,7 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // it once per warp; here each block of the group's range [B0, B1) is copied once into a ring of
 // shared_stage_count stages the thread block shares (BF16: every warp a quarter of the copies;
 // GAAC's slots: warp 0), GAAC's tiles are decoded once (the warps on half rounds, or a warp per
-// round: decode_my_half, decode_my_round), and every warp runs block_math on the blocks of its own
+// round: decode_my_unit), and every warp runs block_math on the blocks of its own
 // range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
 // Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation).
 // A also frees the stage (and GAAC's decoded tiles) of the block before: a warp reaches A only
@@ -70,42 +70,30 @@ __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_b
       reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
 }
 
-// Round r of the block is decoded by warp (r + 1) % 4 (when the head has that many rounds): warp 0,
-// the one that issues GAAC's copies, decodes only at head size 256 (four rounds). (Up to head
-// size 128 the default is decode_my_half, below.)
-template <int kD, int kR>
-__device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
-                                                const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
-                                                uint32_t half_bytes, const GaacLanes& GL,
-                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
-                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
-                                                uint16_t* vt) {
-  if constexpr (kR < TileGeom<kD>::kRounds && kR < kWarps) {
-    if (warp == (kR + 1) % kWarps)
-      return decode_gaac_block<kD, kR, kR + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
-    return decode_my_round<kD, kR + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
-  } else {
-    return true;
-  }
-}
-
-// The same in half rounds (up to head size 128, two rounds or one): half h of round r, a tile's
-// lanes' groups 0-3 or 4-7 (decode_gaac_lane), is unit u = 2r + h, decoded by warp (u + 1) % 4 —
-// every warp at head size 128, where whole rounds left warps 0 and 3 waiting at barrier B for the
-// other two. Each half recounts its tile's escape offsets (the ballots); the decoded rows are the
-// same bits.
-template <int kD, int kU>
-__device__ __forceinline__ bool decode_my_half(int warp, const KVLayerView& kv, const GaacStaging& gs,
+// Who decodes a GAAC block in the shared stream: unit u of the block's decode goes to warp
+// (u + 1) % 4. Whole rounds (kHalves false): unit u = round u (K's tiles, then V's); warp 0, the one
+// that issues GAAC's copies, decodes only at head size 256 (four rounds). Half rounds (kHalves, up to
+// head size 128: two rounds or one): half h of round r, a tile's lanes' groups 0-3 or 4-7
+// (decode_gaac_lane), is unit 2r + h — every warp at head size 128, where whole rounds left warps
+// 0 and 3 waiting at barrier B for the other two. Each half recounts its tile's escape offsets (the
+// ballots); the decoded rows are the same bits.
+template <int kD, bool kHalves, int kU = 0>
+__device__ __forceinline__ bool decode_my_unit(int warp, const KVLayerView& kv, const GaacStaging& gs,
                                                const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
                                                uint32_t half_bytes, const GaacLanes& GL,
                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
                                                uint16_t* vt) {
-  static_assert(2 * TileGeom<kD>::kRounds <= kWarps, "a warp per half round");
-  if constexpr (kU < 2 * TileGeom<kD>::kRounds) {
-    if (warp == (kU + 1) % kWarps)
-      return decode_gaac_block<kD, kU / 2, kU / 2 + 1, kU % 2>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
-    return decode_my_half<kD, kU + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+  constexpr int kUnits = kHalves ? 2 * TileGeom<kD>::kRounds : TileGeom<kD>::kRounds;
+  static_assert(kUnits <= kWarps, "a warp per decode unit");
+  if constexpr (kU < kUnits) {
+    if (warp == (kU + 1) % kWarps) {
+      if constexpr (kHalves)
+        return decode_gaac_block<kD, kU / 2, kU / 2 + 1, kU % 2>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+      else
+        return decode_gaac_block<kD, kU, kU + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+    }
+    return decode_my_unit<kD, kHalves, kU + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
   } else {
     return true;
   }
@@ -120,7 +108,7 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 }
 
 // One row group's stream: blocks B0 .. B1-1 of sequence s and kv-head kvh, each staged once into
-// the ring and, for GAAC, decoded once (decode_my_half / decode_my_round); every warp
+// the ring and, for GAAC, decoded once (decode_my_unit); every warp
 // then calls math(kt, vt, b) on the block's BF16 rows. start() runs once the first copies are
 // out (the rows' query fragments: their loads overlap the copies). bf16_bulk: BF16 pages by bulk
 // copies where run_rows would take them (a long stream), else always by cp.async (which is faster
@@ -200,13 +188,11 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
       uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
       const uint32_t* be = ents + (it % kSS) * kT;
       const uint8_t* sv = sk + kv_bytes;
-      bool ok_w;
-      if constexpr (2 * TileGeom<kD>::kRounds <= kWarps) {
-        ok_w = P.prefill_spread ? decode_my_half<kD, 0>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt)
-                                : decode_my_round<kD, 0>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
-      } else {
-        ok_w = decode_my_round<kD, 0>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
-      }
+      // Half rounds where a warp per half fits (head size <= 128) and the stream's work is spread.
+      constexpr bool kCanHalve = 2 * TileGeom<kD>::kRounds <= kWarps;
+      const bool ok_w = kCanHalve && P.prefill_spread
+                            ? decode_my_unit<kD, kCanHalve>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt)
+                            : decode_my_unit<kD, false>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
       const bool ok = __syncthreads_and(ok_w);  // B: decoded (and validated) for every warp
       if (!ok) {
         if (threadIdx.x == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read

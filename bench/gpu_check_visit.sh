@@ -43,11 +43,12 @@
 #            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
 #            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs)
 #   spread   pp512 at depth 0 and after 32K (BF16, GAAC) with the prefill stream's work spread over
-#            the warps and on warp 0 (GAACRT_CUDA_PREFILL_SPREAD=1|0, alternated twice; the tenth
-#            session's copies and GAAC half-round decode) (not a default stage)
+#            the warps and on warp 0 (GAACRT_CUDA_PREFILL_SPREAD=1|0, alternated twice, or
+#            SPREAD_VALUES; the tenth session's copies and GAAC half-round decode) (not a default stage)
 #   e8pairs  E8's decode attention one block and two blocks at a time per warp
 #            (GAACRT_CUDA_E8_PAIRS=0|1, alternated twice) at 32K / 64K / 128K, batch 1, then tg128
-#            of the 8B shape with E8 at 32K / 64K the same way (not a default stage)
+#            of the 8B shape with E8 at 32K / 64K the same way (PAIRS_VALUES, PAIRS_TG_VALUES change
+#            the alternation) (not a default stage)
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
@@ -146,7 +147,7 @@ if has layout; then
 fi
 if has spread; then
   stage "prefill stream: work spread over the warps or on warp 0 (GAACRT_CUDA_PREFILL_SPREAD)"
-  for v in 1 0 1 0; do
+  for v in ${SPREAD_VALUES:-1 0 1 0}; do
     echo "GAACRT_CUDA_PREFILL_SPREAD=$v:"
     GAACRT_CUDA_PREFILL_SPREAD=$v timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
@@ -154,12 +155,12 @@ if has spread; then
 fi
 if has e8pairs; then
   stage "E8 decode: one block or two blocks at a time per warp (GAACRT_CUDA_E8_PAIRS)"
-  for v in 0 1 0 1; do
+  for v in ${PAIRS_VALUES:-0 1 0 1}; do
     echo "GAACRT_CUDA_E8_PAIRS=$v:"
     GAACRT_CUDA_E8_PAIRS=$v timeout 150 "$PY" bench/cuda_attention.py --kv synthetic --ctx 32768,65536,131072 \
       --batch 1 --lossy e8 --only-lossy 2>&1 | tail -8
   done
-  for v in 0 1 0 1; do
+  for v in ${PAIRS_TG_VALUES:-0 1 0 1}; do
     echo "GAACRT_CUDA_E8_PAIRS=$v, tg128:"
     GAACRT_CUDA_E8_PAIRS=$v timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches e8 --depths 32768,65536 --pp 0 \
       --kv-budget-gib 0 2>&1 | grep -E "^\| (32768|65536) "

@@ -21,6 +21,7 @@
 // (kernels/attention_e8_mma.cuh, with the queries rotated here).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "cuda_common.h"
@@ -41,14 +42,40 @@ static_assert(kSplitRows == kRotatedRows, "the rotated queries' rows are the dec
 // first version, a loop of load-then-store through shared memory, took 55 µs), and issued before
 // the wait for the previous kernel (R is the layer's constant, q is not): what remains after it is
 // the load of q and the arithmetic.
-constexpr int kSliceRows = 128;
+//   A chunk's rows are staged by whole rows (warp w: rows w, w + 4, ...; a lane: 4 consecutive
+// floats, 16-byte loads), their source found once per row; rows past the chunk's last are zeros,
+// so the products run over a fixed 4 or 16 rows with no test per row. (The first version found
+// every element's row and column by integer divisions by d and G and tested each row against the
+// chunk's end: ~3,000 instructions a chunk per thread where the 512 FMAs are the work; 2.6 ms of
+// one 512-token prefill of the 8B shape, 7% of it.)
+constexpr int kSliceRows = 128, kRotMaxD = 256;
+
+// y[r] += R[i] . qs[r] over the thread's column chunks, rows 0 .. kR-1.
+template <int kR, int kMaxChunks>
+__device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], const float (*qs)[kRotMaxD], int part,
+                                            int32_t d, float (&y)[kSplitRows]) {
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int32_t c = 4 * (part + 4 * j);
+    if (c >= d) break;  // uniform
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const float4 qv = *reinterpret_cast<const float4*>(&qs[r][c]);
+      y[r] = __fmaf_rn(rv[j].x, qv.x, y[r]);
+      y[r] = __fmaf_rn(rv[j].y, qv.y, y[r]);
+      y[r] = __fmaf_rn(rv[j].z, qv.z, y[r]);
+      y[r] = __fmaf_rn(rv[j].w, qv.w, y[r]);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
-  constexpr int kMaxD = 256, kDims = 32, kParts = 4, kMaxChunks = kMaxD / 4 / kParts;
-  __shared__ __align__(16) float qs[kSplitRows][kMaxD];
+  constexpr int kDims = 32, kParts = 4, kMaxChunks = kRotMaxD / 4 / kParts, kLaneCols = kRotMaxD / 4 / 32;
+  __shared__ __align__(16) float qs[kSplitRows][kRotMaxD];
   const KVLayerView& kv = P.kv;
   const int32_t d = kv.head_dim_k, n_dc = (d + kDims - 1) / kDims;
   const int32_t kvh = blockIdx.x, seq = blockIdx.y, dc = blockIdx.z % n_dc, slice = blockIdx.z / n_dc;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
   const int part = tid % kParts;
   const int32_t i = dc * kDims + tid / kParts;
@@ -64,7 +91,14 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   // Slice 0's blocks load R before the wait for the previous kernel; a later slice's first learn
   // whether their sequence reaches them (most of a batch's sequences are short).
   if (slice == 0) load_r();
-  const float* scl = st.scale ? st.scale + (size_t)kvh * d : nullptr;  // centering: q~ = R (scale * q)
+  // Centering: q~ = R (scale * q); this lane's columns of the scale, 4 * (lane + 32 u) + 0..3.
+  float4 sc[kLaneCols];
+#pragma unroll
+  for (int u = 0; u < kLaneCols; ++u) {
+    const int32_t c = 4 * (lane + 32 * u);
+    sc[u] = st.scale && c < d ? *reinterpret_cast<const float4*>(st.scale + (size_t)kvh * d + c)
+                              : make_float4(1.f, 1.f, 1.f, 1.f);
+  }
   pdl_begin();
   const AttnSeq s = P.seqs[seq];
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
@@ -75,37 +109,38 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
   const int32_t r_end = min(n_rows, (slice + 1) * kSliceRows);
   for (int32_t rb = slice * kSliceRows; rb < r_end; rb += kSplitRows) {
     const int32_t nr = min(kSplitRows, r_end - rb);  // rows of this chunk
+    const int rows = nr <= 4 ? 4 : kSplitRows;       // rows computed (a decode step's group: 4)
     __syncthreads();  // the previous chunk's reads of qs are done
-#pragma unroll 8  // independent loads in flight together
-    for (int k = 0; k < kSplitRows * kMaxD / kThreads; ++k) {
-      const int32_t e = tid + k * kThreads, r = e / d, c = e % d;
-      if (e >= nr * d) break;
+    const bool q16 = ((uintptr_t)P.q & 15u) == 0;  // (rows are d floats, a multiple of 32)
+    for (int r = warp; r < rows; r += kThreads / 32) {
       const int32_t row = rb + r;
-      const float x = P.q[((size_t)(s.q_begin + row / G) * P.a.n_head + kvh * G + row % G) * d + c];
-      qs[r][c] = scl ? __fmul_rn(x, scl[c]) : x;
+      const float* src = P.q + ((size_t)(s.q_begin + row / G) * P.a.n_head + kvh * G + row % G) * d;
+#pragma unroll
+      for (int u = 0; u < kLaneCols; ++u) {
+        const int32_t c = 4 * (lane + 32 * u);
+        if (c >= d) break;  // uniform
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r < nr) {
+          x = q16 ? *reinterpret_cast<const float4*>(src + c) : make_float4(src[c], src[c + 1], src[c + 2], src[c + 3]);
+          x = make_float4(__fmul_rn(x.x, sc[u].x), __fmul_rn(x.y, sc[u].y), __fmul_rn(x.z, sc[u].z),
+                          __fmul_rn(x.w, sc[u].w));
+        }
+        *reinterpret_cast<float4*>(&qs[r][c]) = x;
+      }
     }
     __syncthreads();
     float y[kSplitRows];
 #pragma unroll
     for (int r = 0; r < kSplitRows; ++r) y[r] = 0.f;
     if (i < d) {
-#pragma unroll
-      for (int j = 0; j < kMaxChunks; ++j) {
-        const int32_t c = 4 * (part + kParts * j);
-        if (c >= d) break;
-#pragma unroll
-        for (int r = 0; r < kSplitRows; ++r) {
-          if (r >= nr) break;
-          const float4 qv = *reinterpret_cast<const float4*>(&qs[r][c]);
-          y[r] = __fmaf_rn(rv[j].x, qv.x, y[r]);
-          y[r] = __fmaf_rn(rv[j].y, qv.y, y[r]);
-          y[r] = __fmaf_rn(rv[j].z, qv.z, y[r]);
-          y[r] = __fmaf_rn(rv[j].w, qv.w, y[r]);
-        }
-      }
+      if (rows == 4)
+        rotate_rows<4>(rv, qs, part, d, y);
+      else
+        rotate_rows<kSplitRows>(rv, qs, part, d, y);
     }
 #pragma unroll
     for (int r = 0; r < kSplitRows; ++r) {
+      if (r >= rows) break;  // uniform
       y[r] += __shfl_xor_sync(kFull, y[r], 1);
       y[r] += __shfl_xor_sync(kFull, y[r], 2);
     }

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
 #pragma unroll
       for (int u = 0; u < kLaneCols; ++u) {
         const int32_t c = 4 * (lane + 32 * u);
-        if (c >= d) break;  // uniform
+        if (c >= d) break;  // (lanes past d below 128: nothing to stage)
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
         if (r < nr) {
           x = q16 ? *reinterpret_cast<const float4*>(src + c) : make_float4(src[c], src[c + 1], src[c + 2], src[c + 3]);

@@ -4,11 +4,11 @@
 // src/codec/scalar/scalar_codecs.cpp). The target builds with --fmad=false, IEEE division and
 // square root, so every slot is byte-identical to the CPU's (tests/test_cuda_lossy.py).
 //
-//   E8 keys: one thread block per token of a (kv-head, block) group, encoded only when every
-//            half of the group has a job (as on the CPU): BF16 -> fp32 (minus the head's mean
-//            when centering), k~ = R k with e8_dot8's 8-lane order (8 lanes per row), norm, the
-//            two-branch exact E8P12 search per 8-dim block (e8_encode_block, one thread each),
-//            quads and norm stored per half.
+//   E8 keys: one thread block per (kv-head, block) group, its 16 tokens together, encoded only
+//            when every half of the group has a job (as on the CPU): BF16 -> fp32 (minus the
+//            head's mean when centering), k~ = R k with e8_dot8's 8-lane order (8 lanes per row),
+//            norm, the two-branch exact E8P12 search per 8-dim block (e8_encode_block, one thread
+//            each), quads and norm stored per half.
 //   values (E8, kivi2), q8: one thread per (token, group of 32); kivi2 keys: one per channel.
 #include "codec/e8/e8_encode.h"
 #include "codec/e8/e8_layout.h"
@@ -45,58 +45,82 @@ __device__ __forceinline__ float dot8_lanes(const float* a, const float* b, int3
   return __fadd_rn(l, __shfl_xor_sync(kFull, l, 1));
 }
 
-// The keys of one token t of a (kv-head, block) group whose halves' raw pages and slots are
-// page_of / slot_of (a thread block per token: a launch at batch 1 has 8 groups, and one thread
-// block per group kept 8 SMs busy for 28 µs).
-__device__ void encode_e8_key(const KVLayerView& kv, int32_t head, const uint32_t* page_of, const uint32_t* slot_of,
-                              int32_t t) {
-  __shared__ __align__(16) float k[kMaxD], kr[kMaxD];
-  __shared__ float norm_of, scale_of;
-  __shared__ uint16_t codes[kMaxD / 8];
-  const int32_t d = kv.head_dim_k, T = kv.tile_dim, M = d / 8, tid = threadIdx.x;
+// The keys of a (kv-head, block) group, all 16 tokens, whose halves' raw pages and slots are
+// page_of / slot_of. One thread block per group, every thread taking part in each step: an 8-lane
+// group of the rotation keeps its row of R in registers for the 16 tokens, and the exact E8
+// search (~thousands of dependent instructions, local memory for its sort) runs for all 16 x d/8
+// blocks of the group at once. (The first version took one thread block per token: R read from L2
+// once per token, the search on 16 of 256 threads, ~10 waves of such blocks for a 512-token
+// prefill of the 8B shape: 95 µs a layer, 5% of E8's prefill.)
+__device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32_t* page_of, const uint32_t* slot_of) {
+  constexpr int kTok = KV_BLOCK_TOKENS, kMaxRowChunks = kMaxD / 8;
+  __shared__ __align__(16) float k[kTok][kMaxD], kr[kTok][kMaxD];  // [token][channel]: k, then R k
+  __shared__ float norm_of[kTok], scale_of[kTok];
+  __shared__ uint16_t codes[kTok][kMaxD / 8];
+  const int32_t d = kv.head_dim_k, T = kv.tile_dim, M = d / 8, tid = threadIdx.x, sub = tid & 7;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
   const float* mu = st.mean ? st.mean + (size_t)head * d : nullptr;
   const float* scl = st.mean ? st.scale + (size_t)head * d : nullptr;  // centering's per-channel scale
-  for (int32_t c = tid; c < d; c += kThreads) {
+  for (int32_t e = tid; e < kTok * d; e += kThreads) {
+    const int32_t t = e / d, c = e % d;
     const uint16_t* pg = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)page_of[c / T] * kv.page_bytes);
     float x = bf16_to_f32(pg[t * T + c % T]);
     if (mu) x = __fdiv_rn(__fsub_rn(x, mu[c]), scl[c]);  // (k - mean) / scale, as the CPU rounds it
-    k[c] = x;
+    k[t][c] = x;
   }
   __syncthreads();
-  // k~[i] = <R_i, k>: 8 lanes per row, 32 rows per pass of the thread block.
+  // k~[i] = <R_i, k> in e8_simd.h's e8_dot8 order (dot8_lanes'): 8 lanes per row, 32 rows per pass.
   static_assert(kThreads % 32 == 0, "whole warps: every lane takes part in the shuffles");
   for (int32_t i0 = 0; i0 < d; i0 += kThreads / 8) {
     const int32_t i = min(i0 + tid / 8, d - 1);  // past d: a repeat of row d - 1, not stored
-    const float v = dot8_lanes(st.rot + (size_t)i * d, k, d);
-    if ((tid & 7) == 0 && i0 + tid / 8 < d) kr[i] = v;
-  }
-  __syncthreads();
-  if (tid < 32) {
-    const float nrm = sqrtf(dot8_lanes(kr, kr, d));
-    if (tid == 0) {
-      norm_of = nrm;
-      scale_of = (nrm > 0.0f && isfinite(nrm)) ? __fdiv_rn(st.alpha, nrm) : 0.0f;
+    float r[kMaxRowChunks];
+#pragma unroll
+    for (int j = 0; j < kMaxRowChunks; ++j)
+      if (8 * j < d) r[j] = st.rot[(size_t)i * d + 8 * j + sub];
+    for (int t = 0; t < kTok; ++t) {
+      float l = 0.f;
+#pragma unroll
+      for (int j = 0; j < kMaxRowChunks; ++j)
+        if (8 * j < d) l = __fadd_rn(l, __fmul_rn(r[j], k[t][8 * j + sub]));
+      l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 4));
+      l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 2));
+      l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 1));
+      if (sub == 0 && i0 + tid / 8 < d) kr[t][i] = l;
     }
   }
   __syncthreads();
-  if (tid < M) {
+  // Norms: token t on the 8 lanes tid / 8 == t.
+  static_assert(kThreads / 8 >= kTok, "an 8-lane group per token");
+  {
+    const int32_t t = min(tid / 8, kTok - 1);
+    const float nrm = sqrtf(dot8_lanes(kr[t], kr[t], d));
+    if (tid < 8 * kTok && sub == 0) {
+      norm_of[t] = nrm;
+      scale_of[t] = (nrm > 0.0f && isfinite(nrm)) ? __fdiv_rn(st.alpha, nrm) : 0.0f;
+    }
+  }
+  __syncthreads();
+  for (int32_t u = tid; u < kTok * M; u += kThreads) {
+    const int32_t t = u / M, blk = u % M;
     E8Vec8 x;
 #pragma unroll
-    for (int i = 0; i < E8_BLOCK; ++i) x.v[i] = __fmul_rn(kr[tid * E8_BLOCK + i], scale_of);
-    codes[tid] = (uint16_t)e8_encode_block(x).code;
+    for (int i = 0; i < E8_BLOCK; ++i) x.v[i] = __fmul_rn(kr[t][blk * E8_BLOCK + i], scale_of[t]);
+    codes[t][blk] = (uint16_t)e8_encode_block(x).code;
   }
   __syncthreads();
   const int32_t nq = T / E8_QUAD_DIMS, QT = d / E8_QUAD_DIMS;
-  if (tid < QT) {
-    const int32_t h = tid / nq, q = tid % nq;
-    const uint16_t* ct = codes + 4 * tid;
+  for (int32_t u = tid; u < kTok * QT; u += kThreads) {
+    const int32_t t = u / QT, qt = u % QT, h = qt / nq, q = qt % nq;
+    const uint16_t* ct = codes[t] + 4 * qt;
     const E8Quad quad = e8_quad_pack(ct[0], ct[1], ct[2], ct[3]);
     uint8_t* slot = kv_entry_ptr(kv, slot_of[h], 0);
     e8_st32(slot + e8_k_quad_offset(T, t, q), quad.proto);
     e8_st32(slot + e8_k_quad_offset(T, t, q) + 4, quad.signs);
   }
-  if (tid < kv.n_half) e8_st32(kv_entry_ptr(kv, slot_of[tid], 0) + e8_k_norm_offset(T, t), f32_to_bits(norm_of));
+  for (int32_t u = tid; u < kTok * kv.n_half; u += kThreads) {
+    const int32_t t = u / kv.n_half, h = u % kv.n_half;
+    e8_st32(kv_entry_ptr(kv, slot_of[h], 0) + e8_k_norm_offset(T, t), f32_to_bits(norm_of[t]));
+  }
 }
 
 // v2 tile (asym2.h): token t, group g of 32 channels.
@@ -132,19 +156,16 @@ __device__ void encode_kivi2_channel(const uint16_t* raw, int32_t T, int32_t c, 
   st16(pp + 2, p.zero_bits);
 }
 
-// Grid (job, token): E8 keys one thread block per token of a job; the other jobs in the blocks
-// of token 0, the rest of their column leaving at once.
+// A thread block per job.
 __global__ void __launch_bounds__(kThreads) finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs, int64_t n_jobs) {
   pdl_begin();
   const int64_t i = blockIdx.x;
-  const int32_t tok = blockIdx.y;
   KVFinalizeJob& j = jobs[i];
   const int32_t T = kv.tile_dim, tid = threadIdx.x;
   if (kv.format == KVFormat::E8 && !j.is_v) {
     // The halves of a (head, block) go together: encoded by the group's first job when all are
     // here. One half: the job is its group (the host never queues a tile twice). Two: the thread
-    // block finds the group's jobs together (a prefill's launch has hundreds of jobs, and each of
-    // a job's 16 thread blocks scans them).
+    // block finds the group's jobs together (a prefill's launch has hundreds of jobs).
     __shared__ int32_t count, leader;
     __shared__ uint32_t page_of[2], slot_of[2];
     if (kv.n_half == 1) {
@@ -170,14 +191,13 @@ __global__ void __launch_bounds__(kThreads) finalize_kernel(KVLayerView kv, KVFi
     }
     __syncthreads();
     const bool fits = count == kv.n_half;
-    if (fits && leader == i) encode_e8_key(kv, j.head, page_of, slot_of, tok);
-    if (tid == 0 && tok == 0) {
+    if (fits && leader == i) encode_e8_keys(kv, j.head, page_of, slot_of);
+    if (tid == 0) {
       j.fits = fits ? 1 : 0;
       j.escape_bytes = 0;
     }
     return;
   }
-  if (tok != 0) return;
   const uint16_t* raw = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)j.raw_page * kv.page_bytes);
   uint8_t* slot = kv_entry_ptr(kv, j.slot, j.is_v);
   const int32_t groups = T / 32;
@@ -207,7 +227,7 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, T));
   check_e8_view(kv, T, "kv_finalize");
   if (n_jobs > 0x7fffffff) throw Error("backend", "invalid_argument", "cuda kv_finalize: too many jobs");
-  launch_kernel(finalize_kernel, dim3((unsigned)n_jobs, KV_BLOCK_TOKENS), kThreads, 0, stream, kv, jobs, n_jobs);
+  launch_kernel(finalize_kernel, dim3((unsigned)n_jobs), kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

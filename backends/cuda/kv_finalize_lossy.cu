@@ -4,7 +4,8 @@
 // src/codec/scalar/scalar_codecs.cpp). The target builds with --fmad=false, IEEE division and
 // square root, so every slot is byte-identical to the CPU's (tests/test_cuda_lossy.py).
 //
-//   E8 keys: one thread block per (kv-head, block) group, its 16 tokens together, encoded only
+//   E8 keys: one thread block per (kv-head, block) group, its 16 tokens together (a decode
+//            step's few groups: per 2 tokens), encoded only
 //            when every half of the group has a job (as on the CPU): BF16 -> fp32 (minus the
 //            head's mean when centering), k~ = R k with e8_dot8's 8-lane order (8 lanes per row),
 //            norm, the two-branch exact E8P12 search per 8-dim block (e8_encode_block, one thread
@@ -45,26 +46,28 @@ __device__ __forceinline__ float dot8_lanes(const float* a, const float* b, int3
   return __fadd_rn(l, __shfl_xor_sync(kFull, l, 1));
 }
 
-// The keys of a (kv-head, block) group, all 16 tokens, whose halves' raw pages and slots are
-// page_of / slot_of. One thread block per group, every thread taking part in each step: an 8-lane
-// group of the rotation keeps its row of R in registers for the 16 tokens, and the exact E8
-// search (~thousands of dependent instructions, local memory for its sort) runs for all 16 x d/8
-// blocks of the group at once. (The first version took one thread block per token: R read from L2
-// once per token, the search on 16 of 256 threads, ~10 waves of such blocks for a 512-token
-// prefill of the 8B shape: 95 µs a layer, 5% of E8's prefill.)
-__device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32_t* page_of, const uint32_t* slot_of) {
+// The keys of tokens t0 .. t0 + nt - 1 of a (kv-head, block) group whose halves' raw pages and
+// slots are page_of / slot_of, every thread taking part in each step: an 8-lane group of the
+// rotation keeps its row of R in registers for the nt tokens, and the exact E8 search (thousands
+// of dependent instructions, local memory for its sort) runs for all nt x d/8 blocks at once. A
+// prefill's launch gives a thread block the group's 16 tokens, a decode step's (a few groups,
+// latency) 2. (The first version took one thread block per token: R read from L2 once per token,
+// the search on 16 of 256 threads, ~10 waves of such blocks for a 512-token prefill of the 8B
+// shape: 95 µs a layer, 5% of E8's prefill.)
+__device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32_t* page_of, const uint32_t* slot_of,
+                               int32_t t0, int32_t nt) {
   constexpr int kTok = KV_BLOCK_TOKENS, kMaxRowChunks = kMaxD / 8;
-  __shared__ __align__(16) float k[kTok][kMaxD], kr[kTok][kMaxD];  // [token][channel]: k, then R k
+  __shared__ __align__(16) float k[kTok][kMaxD], kr[kTok][kMaxD];  // [token - t0][channel]: k, then R k
   __shared__ float norm_of[kTok], scale_of[kTok];
   __shared__ uint16_t codes[kTok][kMaxD / 8];
   const int32_t d = kv.head_dim_k, T = kv.tile_dim, M = d / 8, tid = threadIdx.x, sub = tid & 7;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
   const float* mu = st.mean ? st.mean + (size_t)head * d : nullptr;
   const float* scl = st.mean ? st.scale + (size_t)head * d : nullptr;  // centering's per-channel scale
-  for (int32_t e = tid; e < kTok * d; e += kThreads) {
+  for (int32_t e = tid; e < nt * d; e += kThreads) {
     const int32_t t = e / d, c = e % d;
     const uint16_t* pg = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)page_of[c / T] * kv.page_bytes);
-    float x = bf16_to_f32(pg[t * T + c % T]);
+    float x = bf16_to_f32(pg[(t0 + t) * T + c % T]);
     if (mu) x = __fdiv_rn(__fsub_rn(x, mu[c]), scl[c]);  // (k - mean) / scale, as the CPU rounds it
     k[t][c] = x;
   }
@@ -77,7 +80,7 @@ __device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32
 #pragma unroll
     for (int j = 0; j < kMaxRowChunks; ++j)
       if (8 * j < d) r[j] = st.rot[(size_t)i * d + 8 * j + sub];
-    for (int t = 0; t < kTok; ++t) {
+    for (int t = 0; t < nt; ++t) {
       float l = 0.f;
 #pragma unroll
       for (int j = 0; j < kMaxRowChunks; ++j)
@@ -92,15 +95,15 @@ __device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32
   // Norms: token t on the 8 lanes tid / 8 == t.
   static_assert(kThreads / 8 >= kTok, "an 8-lane group per token");
   {
-    const int32_t t = min(tid / 8, kTok - 1);
+    const int32_t t = min(tid / 8, nt - 1);
     const float nrm = sqrtf(dot8_lanes(kr[t], kr[t], d));
-    if (tid < 8 * kTok && sub == 0) {
+    if (tid < 8 * nt && sub == 0) {
       norm_of[t] = nrm;
       scale_of[t] = (nrm > 0.0f && isfinite(nrm)) ? __fdiv_rn(st.alpha, nrm) : 0.0f;
     }
   }
   __syncthreads();
-  for (int32_t u = tid; u < kTok * M; u += kThreads) {
+  for (int32_t u = tid; u < nt * M; u += kThreads) {
     const int32_t t = u / M, blk = u % M;
     E8Vec8 x;
 #pragma unroll
@@ -109,17 +112,17 @@ __device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32
   }
   __syncthreads();
   const int32_t nq = T / E8_QUAD_DIMS, QT = d / E8_QUAD_DIMS;
-  for (int32_t u = tid; u < kTok * QT; u += kThreads) {
+  for (int32_t u = tid; u < nt * QT; u += kThreads) {
     const int32_t t = u / QT, qt = u % QT, h = qt / nq, q = qt % nq;
     const uint16_t* ct = codes[t] + 4 * qt;
     const E8Quad quad = e8_quad_pack(ct[0], ct[1], ct[2], ct[3]);
     uint8_t* slot = kv_entry_ptr(kv, slot_of[h], 0);
-    e8_st32(slot + e8_k_quad_offset(T, t, q), quad.proto);
-    e8_st32(slot + e8_k_quad_offset(T, t, q) + 4, quad.signs);
+    e8_st32(slot + e8_k_quad_offset(T, t0 + t, q), quad.proto);
+    e8_st32(slot + e8_k_quad_offset(T, t0 + t, q) + 4, quad.signs);
   }
-  for (int32_t u = tid; u < kTok * kv.n_half; u += kThreads) {
+  for (int32_t u = tid; u < nt * kv.n_half; u += kThreads) {
     const int32_t t = u / kv.n_half, h = u % kv.n_half;
-    e8_st32(kv_entry_ptr(kv, slot_of[h], 0) + e8_k_norm_offset(T, t), f32_to_bits(norm_of[t]));
+    e8_st32(kv_entry_ptr(kv, slot_of[h], 0) + e8_k_norm_offset(T, t0 + t), f32_to_bits(norm_of[t]));
   }
 }
 
@@ -156,10 +159,12 @@ __device__ void encode_kivi2_channel(const uint16_t* raw, int32_t T, int32_t c, 
   st16(pp + 2, p.zero_bits);
 }
 
-// A thread block per job.
+// Grid (job, token group): E8 keys take KV_BLOCK_TOKENS / gridDim.y tokens of the job per
+// thread block; the other jobs run in the blocks of group 0, the rest of their column leaving at once.
 __global__ void __launch_bounds__(kThreads) finalize_kernel(KVLayerView kv, KVFinalizeJob* jobs, int64_t n_jobs) {
   pdl_begin();
   const int64_t i = blockIdx.x;
+  const int32_t grp = blockIdx.y;
   KVFinalizeJob& j = jobs[i];
   const int32_t T = kv.tile_dim, tid = threadIdx.x;
   if (kv.format == KVFormat::E8 && !j.is_v) {
@@ -191,13 +196,15 @@ __global__ void __launch_bounds__(kThreads) finalize_kernel(KVLayerView kv, KVFi
     }
     __syncthreads();
     const bool fits = count == kv.n_half;
-    if (fits && leader == i) encode_e8_keys(kv, j.head, page_of, slot_of);
-    if (tid == 0) {
+    const int32_t nt = KV_BLOCK_TOKENS / (int32_t)gridDim.y;
+    if (fits && leader == i) encode_e8_keys(kv, j.head, page_of, slot_of, grp * nt, nt);
+    if (tid == 0 && grp == 0) {
       j.fits = fits ? 1 : 0;
       j.escape_bytes = 0;
     }
     return;
   }
+  if (grp != 0) return;
   const uint16_t* raw = reinterpret_cast<const uint16_t*>(kv.arena + (uint64_t)j.raw_page * kv.page_bytes);
   uint8_t* slot = kv_entry_ptr(kv, j.slot, j.is_v);
   const int32_t groups = T / 32;
@@ -227,7 +234,11 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, T));
   check_e8_view(kv, T, "kv_finalize");
   if (n_jobs > 0x7fffffff) throw Error("backend", "invalid_argument", "cuda kv_finalize: too many jobs");
-  launch_kernel(finalize_kernel, dim3((unsigned)n_jobs), kThreads, 0, stream, kv, jobs, n_jobs);
+  // A decode step's few jobs: 2 tokens of a group per thread block (latency: more blocks, each
+  // search on fewer warps); a prefill's hundreds: 16 (R loaded once a group, one wave).
+  const unsigned groups = n_jobs >= 64 ? 1u : 8u;
+  static_assert(KV_BLOCK_TOKENS % 8 == 0, "token groups of a block");
+  launch_kernel(finalize_kernel, dim3((unsigned)n_jobs, groups), kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }
 

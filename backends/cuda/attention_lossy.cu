@@ -112,20 +112,34 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
     const int rows = nr <= 4 ? 4 : kSplitRows;       // rows computed (a decode step's group: 4)
     __syncthreads();  // the previous chunk's reads of qs are done
     const bool q16 = ((uintptr_t)P.q & 15u) == 0;  // (rows are d floats, a multiple of 32)
-    for (int r = warp; r < rows; r += kThreads / 32) {
-      const int32_t row = rb + r;
+    // Every load of the chunk first, then the stores (a store waiting for its load would hold
+    // back the next row's load: one L2 trip per row instead of one per chunk).
+    constexpr int kRowSteps = kSplitRows / (kThreads / 32);
+    float4 x[kRowSteps][kLaneCols];
+#pragma unroll
+    for (int k = 0; k < kRowSteps; ++k) {
+      const int r = warp + k * (kThreads / 32);
+      const int32_t row = rb + min(r, nr - 1);
       const float* src = P.q + ((size_t)(s.q_begin + row / G) * P.a.n_head + kvh * G + row % G) * d;
 #pragma unroll
       for (int u = 0; u < kLaneCols; ++u) {
         const int32_t c = 4 * (lane + 32 * u);
-        if (c >= d) break;  // (lanes past d below 128: nothing to stage)
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (r < nr) {
-          x = q16 ? *reinterpret_cast<const float4*>(src + c) : make_float4(src[c], src[c + 1], src[c + 2], src[c + 3]);
-          x = make_float4(__fmul_rn(x.x, sc[u].x), __fmul_rn(x.y, sc[u].y), __fmul_rn(x.z, sc[u].z),
-                          __fmul_rn(x.w, sc[u].w));
-        }
-        *reinterpret_cast<float4*>(&qs[r][c]) = x;
+        x[k][u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r < nr && c < d)
+          x[k][u] = q16 ? *reinterpret_cast<const float4*>(src + c) : make_float4(src[c], src[c + 1], src[c + 2], src[c + 3]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRowSteps; ++k) {
+      const int r = warp + k * (kThreads / 32);
+      if (r >= rows) break;  // uniform
+#pragma unroll
+      for (int u = 0; u < kLaneCols; ++u) {
+        const int32_t c = 4 * (lane + 32 * u);
+        if (c < d)  // (lanes past d below 128: nothing to stage)
+          *reinterpret_cast<float4*>(&qs[r][c]) =
+              make_float4(__fmul_rn(x[k][u].x, sc[u].x), __fmul_rn(x[k][u].y, sc[u].y),
+                          __fmul_rn(x[k][u].z, sc[u].z), __fmul_rn(x[k][u].w, sc[u].w));
       }
     }
     __syncthreads();

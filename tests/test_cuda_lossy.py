@@ -31,9 +31,15 @@ def inputs(seed, n_ctx, n_q, n_head, n_kv, d, offset=0.0):
 FORMATS = ["e8", "q8", "kivi2"]
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+# E8 keys: a thread block per 2 tokens of a block (a decode step's few jobs) or per 16 (a prefill's).
+FINALIZE_TOKENS = ["2", "16"]
+
+
+@pytest.mark.parametrize("fmt,tokens", [("e8", t) for t in FINALIZE_TOKENS] + [(f, None) for f in FORMATS[1:]])
 @pytest.mark.parametrize("d,n_kv", [(32, 2), (64, 3), (96, 2), (128, 2), (256, 1)])
-def test_cuda_lossy_finalize_is_byte_identical_to_cpu(cuda, cpu, fmt, d, n_kv):
+def test_cuda_lossy_finalize_is_byte_identical_to_cpu(cuda, cpu, fmt, tokens, d, n_kv, monkeypatch):
+    if tokens:
+        monkeypatch.setenv("GAACRT_CUDA_E8_FINALIZE_TOKENS", tokens)
     k, v, q = inputs(d + n_kv, 200, 1, n_kv, n_kv, d)
     k[5, 0, :] = 0.0  # a zero key (E8: norm 0) and a constant value group
     v[7, 0, :32] = 1.5
@@ -45,7 +51,9 @@ def test_cuda_lossy_finalize_is_byte_identical_to_cpu(cuda, cpu, fmt, d, n_kv):
 
 
 @pytest.mark.parametrize("d", [64, 128, 256])
-def test_cuda_e8_centered_finalize_is_byte_identical_to_cpu(cuda, cpu, d):
+@pytest.mark.parametrize("tokens", FINALIZE_TOKENS)
+def test_cuda_e8_centered_finalize_is_byte_identical_to_cpu(cuda, cpu, d, tokens, monkeypatch):
+    monkeypatch.setenv("GAACRT_CUDA_E8_FINALIZE_TOKENS", tokens)
     k, v, q = inputs(d, 160, 1, 2, 1, d, offset=2.0)  # keys sharing a common direction
     ga = _core.op_lossy_attention(cuda, k, v, q, 0.1, "e8", window=0, center=True)
     ca = _core.op_lossy_attention(cpu, k, v, q, 0.1, "e8", window=0, center=True)

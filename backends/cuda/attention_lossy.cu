@@ -48,11 +48,11 @@ static_assert(kSplitRows == kRotatedRows, "the rotated queries' rows are the dec
 // every element's row and column by integer divisions by d and G and tested each row against the
 // chunk's end: ~3,000 instructions a chunk per thread where the 512 FMAs are the work; 2.6 ms of
 // one 512-token prefill of the 8B shape, 7% of it.)
-constexpr int kSliceRows = 128, kRotMaxD = 256;
+constexpr int kSliceRows = 128;
 
 // y[r] += R[i] . qs[r] over the thread's column chunks, rows 0 .. kR-1.
-template <int kR, int kMaxChunks>
-__device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], const float (*qs)[kRotMaxD], int part,
+template <int kR, int kMaxD, int kMaxChunks>
+__device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], const float (*qs)[kMaxD], int part,
                                             int32_t d, float (&y)[kSplitRows]) {
 #pragma unroll
   for (int j = 0; j < kMaxChunks; ++j) {
@@ -69,9 +69,12 @@ __device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], cons
   }
 }
 
-__global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
-  constexpr int kDims = 32, kParts = 4, kMaxChunks = kRotMaxD / 4 / kParts, kLaneCols = kRotMaxD / 4 / 32;
-  __shared__ __align__(16) float qs[kSplitRows][kRotMaxD];
+// kMaxD: 128 for head sizes up to 128, 256 (whose R row takes twice the registers) above; at 128
+// the kernel fits four thread blocks per SM with no spill.
+template <int kMaxD>
+__global__ void __launch_bounds__(kThreads, kMaxD <= 128 ? 4 : 1) rotate_kernel(Args P) {
+  constexpr int kDims = 32, kParts = 4, kMaxChunks = kMaxD / 4 / kParts, kLaneCols = kMaxD / 4 / 32;
+  __shared__ __align__(16) float qs[kSplitRows][kMaxD];
   const KVLayerView& kv = P.kv;
   const int32_t d = kv.head_dim_k, n_dc = (d + kDims - 1) / kDims;
   const int32_t kvh = blockIdx.x, seq = blockIdx.y, dc = blockIdx.z % n_dc, slice = blockIdx.z / n_dc;
@@ -148,9 +151,9 @@ __global__ void __launch_bounds__(kThreads) rotate_kernel(Args P) {
     for (int r = 0; r < kSplitRows; ++r) y[r] = 0.f;
     if (i < d) {
       if (rows == 4)
-        rotate_rows<4>(rv, qs, part, d, y);
+        rotate_rows<4, kMaxD>(rv, qs, part, d, y);
       else
-        rotate_rows<kSplitRows>(rv, qs, part, d, y);
+        rotate_rows<kSplitRows, kMaxD>(rv, qs, part, d, y);
     }
 #pragma unroll
     for (int r = 0; r < kSplitRows; ++r) {
@@ -292,7 +295,7 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   // (The tensor-core kernel reads its rotated queries from here too.)
   if (kv.format == KVFormat::E8) {
     const unsigned slices = (unsigned)((rot_rows + kSliceRows - 1) / kSliceRows);
-    launch_kernel(rotate_kernel, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32 * slices), kThreads, 0, stream,
+    launch_kernel(kv.head_dim_k <= 128 ? rotate_kernel<128> : rotate_kernel<256>, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32 * slices), kThreads, 0, stream,
                   P);
   }
   // Decode steps only (max_q known and small), or every sequence on the tensor cores: the

@@ -11,6 +11,8 @@
 //            norm, the two-branch exact E8P12 search per 8-dim block (e8_encode_block, one thread
 //            each), quads and norm stored per half.
 //   values (E8, kivi2), q8: one thread per (token, group of 32); kivi2 keys: one per channel.
+#include <cstdlib>
+
 #include "codec/e8/e8_encode.h"
 #include "codec/e8/e8_layout.h"
 #include "codec/scalar/asym2.h"
@@ -49,7 +51,8 @@ __device__ __forceinline__ float dot8_lanes(const float* a, const float* b, int3
 // The keys of tokens t0 .. t0 + nt - 1 of a (kv-head, block) group whose halves' raw pages and
 // slots are page_of / slot_of, every thread taking part in each step: an 8-lane group of the
 // rotation keeps its row of R in registers for the nt tokens, and the exact E8 search (thousands
-// of dependent instructions, local memory for its sort) runs for all nt x d/8 blocks at once. A
+// of dependent instructions, local memory for its sort) runs for all nt x d/8 blocks at once (in
+// two rounds for 16 tokens at d = 256). A
 // prefill's launch gives a thread block the group's 16 tokens, a decode step's (a few groups,
 // latency) 2. (The first version took one thread block per token: R read from L2 once per token,
 // the search on 16 of 256 threads, ~10 waves of such blocks for a 512-token prefill of the 8B
@@ -235,8 +238,12 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
   check_e8_view(kv, T, "kv_finalize");
   if (n_jobs > 0x7fffffff) throw Error("backend", "invalid_argument", "cuda kv_finalize: too many jobs");
   // A decode step's few jobs: 2 tokens of a group per thread block (latency: more blocks, each
-  // search on fewer warps); a prefill's hundreds: 16 (R loaded once a group, one wave).
-  const unsigned groups = n_jobs >= 64 ? 1u : 8u;
+  // search on fewer warps); a prefill's hundreds: 16 (R loaded once a group; a 512-token prefill
+  // of 8 kv-heads has 256 key groups, one wave at two blocks per SM, the value jobs' short blocks
+  // beside them). GAACRT_CUDA_E8_FINALIZE_TOKENS=2|16 (read on every call) forces one, for the tests.
+  const char* ft = std::getenv("GAACRT_CUDA_E8_FINALIZE_TOKENS");
+  const int tokens = ft ? std::atoi(ft) : (n_jobs >= 64 ? KV_BLOCK_TOKENS : 2);
+  const unsigned groups = tokens == 2 ? KV_BLOCK_TOKENS / 2 : 1u;
   static_assert(KV_BLOCK_TOKENS % 8 == 0, "token groups of a block");
   launch_kernel(finalize_kernel, dim3((unsigned)n_jobs, groups), kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());

@@ -47,7 +47,7 @@ static_assert(kSplitRows == kRotatedRows, "the rotated queries' rows are the dec
 // so the products run over a fixed 4 or 16 rows with no test per row. (The first version found
 // every element's row and column by integer divisions by d and G and tested each row against the
 // chunk's end: ~3,000 instructions a chunk per thread where the 512 FMAs are the work; 2.6 ms of
-// one 512-token prefill of the 8B shape, 7% of it.)
+// one 512-token prefill of the 8B shape, 4% of it.)
 constexpr int kSliceRows = 128;
 
 // y[r] += R[i] . qs[r] over the thread's column chunks, rows 0 .. kR-1.
@@ -70,7 +70,7 @@ __device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], cons
 }
 
 // kMaxD: 128 for head sizes up to 128, 256 (whose R row takes twice the registers) above; at 128
-// the kernel fits four thread blocks per SM with no spill.
+// the kernel fits four thread blocks per SM (a few spills, none in the product loop).
 template <int kMaxD>
 __global__ void __launch_bounds__(kThreads, kMaxD <= 128 ? 4 : 1) rotate_kernel(Args P) {
   constexpr int kDims = 32, kParts = 4, kMaxChunks = kMaxD / 4 / kParts, kLaneCols = kMaxD / 4 / 32;

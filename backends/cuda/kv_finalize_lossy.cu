@@ -5,11 +5,11 @@
 // square root, so every slot is byte-identical to the CPU's (tests/test_cuda_lossy.py).
 //
 //   E8 keys: one thread block per (kv-head, block) group, its 16 tokens together (a decode
-//            step's few groups: per 2 tokens), encoded only
-//            when every half of the group has a job (as on the CPU): BF16 -> fp32 (minus the
-//            head's mean when centering), k~ = R k with e8_dot8's 8-lane order (8 lanes per row),
-//            norm, the two-branch exact E8P12 search per 8-dim block (e8_encode_block, one thread
-//            each), quads and norm stored per half.
+//            step's few groups: a thread block per 2 tokens), encoded only when every half of the
+//            group has a job (as on the CPU): BF16 -> fp32 (minus the head's mean when
+//            centering), k~ = R k with e8_dot8's 8-lane order (8 lanes per row), norm, the
+//            two-branch exact E8P12 search per 8-dim block (e8_encode_block, one thread each),
+//            quads and norm stored per half.
 //   values (E8, kivi2), q8: one thread per (token, group of 32); kivi2 keys: one per channel.
 #include <cstdlib>
 
@@ -52,11 +52,11 @@ __device__ __forceinline__ float dot8_lanes(const float* a, const float* b, int3
 // slots are page_of / slot_of, every thread taking part in each step: an 8-lane group of the
 // rotation keeps its row of R in registers for the nt tokens, and the exact E8 search (thousands
 // of dependent instructions, local memory for its sort) runs for all nt x d/8 blocks at once (in
-// two rounds for 16 tokens at d = 256). A
-// prefill's launch gives a thread block the group's 16 tokens, a decode step's (a few groups,
-// latency) 2. (The first version took one thread block per token: R read from L2 once per token,
-// the search on 16 of 256 threads, ~10 waves of such blocks for a 512-token prefill of the 8B
-// shape: 95 µs a layer, 5% of E8's prefill.)
+// two rounds for 16 tokens at d = 256). A prefill's launch gives a thread block the group's 16
+// tokens, a decode step's 2: its few groups are latency (a thread block per group once kept 8 SMs
+// busy for 28 µs at batch 1). (The first version took one thread block per token: R read from L2
+// once per token, the search on 16 of 256 threads, ~10 waves of such blocks for a 512-token
+// prefill of the 8B shape: 95 µs a layer, 5% of E8's prefill.)
 __device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32_t* page_of, const uint32_t* slot_of,
                                int32_t t0, int32_t nt) {
   constexpr int kTok = KV_BLOCK_TOKENS, kMaxRowChunks = kMaxD / 8;
@@ -244,7 +244,7 @@ void kv_finalize(const KVLayerView& kv, KVFinalizeJob* jobs, int64_t n_jobs, cud
   const char* ft = std::getenv("GAACRT_CUDA_E8_FINALIZE_TOKENS");
   const int tokens = ft ? std::atoi(ft) : (n_jobs >= 64 ? KV_BLOCK_TOKENS : 2);
   const unsigned groups = tokens == 2 ? KV_BLOCK_TOKENS / 2 : 1u;
-  static_assert(KV_BLOCK_TOKENS % 8 == 0, "token groups of a block");
+  static_assert(KV_BLOCK_TOKENS % 2 == 0, "a block's tokens in pairs");
   launch_kernel(finalize_kernel, dim3((unsigned)n_jobs, groups), kThreads, 0, stream, kv, jobs, n_jobs);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 }

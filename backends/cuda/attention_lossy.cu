@@ -48,7 +48,7 @@ static_assert(kSplitRows == kRotatedRows, "the rotated queries' rows are the dec
 // every element's row and column by integer divisions by d and G and tested each row against the
 // chunk's end: ~3,000 instructions a chunk per thread where the 512 FMAs are the work; 2.6 ms of
 // one 512-token prefill of the 8B shape, 4% of it.)
-constexpr int kSliceRows = 128;
+constexpr int kSliceRows = 128, kRotParts = 4;  // rotate_kernel: threads per row of R
 
 // y[r] += R[i] . qs[r] over the thread's column chunks, rows 0 .. kR-1.
 template <int kR, int kMaxD, int kMaxChunks>
@@ -56,7 +56,7 @@ __device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], cons
                                             int32_t d, float (&y)[kSplitRows]) {
 #pragma unroll
   for (int j = 0; j < kMaxChunks; ++j) {
-    const int32_t c = 4 * (part + 4 * j);
+    const int32_t c = 4 * (part + kRotParts * j);
     if (c >= d) break;  // uniform
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
@@ -73,7 +73,7 @@ __device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], cons
 // the kernel fits four thread blocks per SM (a few spills, none in the product loop).
 template <int kMaxD>
 __global__ void __launch_bounds__(kThreads, kMaxD <= 128 ? 4 : 1) rotate_kernel(Args P) {
-  constexpr int kDims = 32, kParts = 4, kMaxChunks = kMaxD / 4 / kParts, kLaneCols = kMaxD / 4 / 32;
+  constexpr int kDims = 32, kParts = kRotParts, kMaxChunks = kMaxD / 4 / kParts, kLaneCols = kMaxD / 4 / 32;
   __shared__ __align__(16) float qs[kSplitRows][kMaxD];
   const KVLayerView& kv = P.kv;
   const int32_t d = kv.head_dim_k, n_dc = (d + kDims - 1) / kDims;
@@ -110,11 +110,11 @@ __global__ void __launch_bounds__(kThreads, kMaxD <= 128 ? 4 : 1) rotate_kernel(
   if (slice > 0) load_r();
   float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * P.rot_rows * d;
   const int32_t r_end = min(n_rows, (slice + 1) * kSliceRows);
+  const bool q16 = ((uintptr_t)P.q & 15u) == 0;  // 16-byte loads of q (rows are d floats, a multiple of 32)
   for (int32_t rb = slice * kSliceRows; rb < r_end; rb += kSplitRows) {
     const int32_t nr = min(kSplitRows, r_end - rb);  // rows of this chunk
     const int rows = nr <= 4 ? 4 : kSplitRows;       // rows computed (a decode step's group: 4)
     __syncthreads();  // the previous chunk's reads of qs are done
-    const bool q16 = ((uintptr_t)P.q & 15u) == 0;  // (rows are d floats, a multiple of 32)
     // Every load of the chunk first, then the stores (a store waiting for its load would hold
     // back the next row's load: one L2 trip per row instead of one per chunk).
     constexpr int kRowSteps = kSplitRows / (kThreads / 32);

@@ -38,14 +38,18 @@ __device__ __forceinline__ void st16(uint8_t* p, uint16_t v) {
 // sub = lane % 8 sums a[j + sub] * b[j + sub] over j = 0, 8, 16, ... in order (the CPU's lane
 // sub), then the shuffles combine them as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) — a float add
 // gives the same bits in either operand order. No FMA. Every lane of the group gets the result.
+// lanes8_sum is the combining step, for callers that make the lane sums themselves.
+__device__ __forceinline__ float lanes8_sum(float l) {
+  l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 4));  // l0+l4, l1+l5, l2+l6, l3+l7
+  l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 2));  // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
+  return __fadd_rn(l, __shfl_xor_sync(kFull, l, 1));
+}
 __device__ __forceinline__ float dot8_lanes(const float* a, const float* b, int32_t d) {
   const int sub = threadIdx.x & 7;
   float l = 0.f;
 #pragma unroll 8
   for (int32_t j = 0; j < d; j += 8) l = __fadd_rn(l, __fmul_rn(a[j + sub], b[j + sub]));
-  l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 4));  // l0+l4, l1+l5, l2+l6, l3+l7
-  l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 2));  // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
-  return __fadd_rn(l, __shfl_xor_sync(kFull, l, 1));
+  return lanes8_sum(l);
 }
 
 // The keys of tokens t0 .. t0 + nt - 1 of a (kv-head, block) group whose halves' raw pages and
@@ -88,9 +92,7 @@ __device__ void encode_e8_keys(const KVLayerView& kv, int32_t head, const uint32
 #pragma unroll
       for (int j = 0; j < kMaxRowChunks; ++j)
         if (8 * j < d) l = __fadd_rn(l, __fmul_rn(r[j], k[t][8 * j + sub]));
-      l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 4));
-      l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 2));
-      l = __fadd_rn(l, __shfl_xor_sync(kFull, l, 1));
+      l = lanes8_sum(l);
       if (sub == 0 && i0 + tid / 8 < d) kr[t][i] = l;
     }
   }

@@ -24,14 +24,15 @@
 #            matches SASS_REGEX, run under SASS_CMD (default: the GAAC decode attention at 64K,
 #            bench/cuda_attention.py), then bench/ncu_sass_regions.py with SASS_UNITS work units
 #            (default 32768 = 64K / 16 x 8 kv-heads) (not a default stage)
-#   wide     the prefill attention's variants (GAACRT_CUDA_PREFILL_WIDE, attention_wide.cuh): their
-#            distance from the CPU (bench/wide_prefill_precision.py), then pp512 at depth 0 and
-#            after 32K for each of WIDE_VALUES (default 1 2 3 0 1 2 3: bulk copies, cp.async, two
-#            parts, 16-row groups), then the E8 cache's pp512 at 0 / 32K in row groups of 64 and 16
-#            (1 0; attention_e8_wide.cuh) (not a default stage). The wide kernel's SASS regions at 32K:
-#            STAGES=sass SASS_REGEX="attention_mma_kernel<128, false, 3, true" SASS_SKIP=140
-#            SASS_UNITS=532480 SASS_CMD="python3 bench/cuda_e2e.py $MODEL --caches bf16 --depths 0
-#            --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0"
+#   wide     the prefill attention in row groups of 64 and of 16 (GAACRT_CUDA_PREFILL_WIDE=1|0,
+#            attention_wide.cuh): their distance from the CPU (bench/wide_prefill_precision.py),
+#            then pp512 at depth 0 and after 32K for each of WIDE_VALUES (default 1 0 1 0), then the
+#            E8 cache's the same way (1 0; attention_e8_wide.cuh) (not a default stage). The wide
+#            kernel's SASS regions: STAGES=sass SASS_REGEX="attention_mma_kernel<(.int.)?128,
+#            (.bool.0|false), (.int.)?3, (.bool.1|true)" SASS_CMD="python3 bench/cuda_e2e.py $MODEL
+#            --caches bf16 --depths 0 --pp-depths 32768 --n-gen 4 --kv-budget-gib 0" with SASS_SKIP
+#            past the launches that grow the cache (140 caught a short one on an H100, the twelfth
+#            session) and SASS_UNITS the launch's 16-key block steps
 #   layout   tg128 at depth 0 with the weights regrouped by eight and with the GGUF bytes
 #            (GAACRT_CUDA_GROUP8=1|0), the same run (not a default stage)
 #   q4k      the 8B shape with Q4_K projections (gen_8b.py --body-type q4_k; the same bytes as
@@ -42,13 +43,6 @@
 #            AB_DEPTHS, default 0) and the SmolLM2 shape's graph decode (not a default stage). E.g. the
 #            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
 #            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs)
-#   spread   pp512 at depth 0 and after 32K (BF16, GAAC) with the prefill stream's work spread over
-#            the warps and on warp 0 (GAACRT_CUDA_PREFILL_SPREAD=1|0, alternated twice, or
-#            SPREAD_VALUES; the tenth session's copies and GAAC half-round decode) (not a default stage)
-#   e8pairs  E8's decode attention one block and two blocks at a time per warp
-#            (GAACRT_CUDA_E8_PAIRS=0|1, alternated twice) at 32K / 64K / 128K, batch 1, then tg128
-#            of the 8B shape with E8 at 32K / 64K the same way (PAIRS_VALUES, PAIRS_TG_VALUES change
-#            the alternation) (not a default stage)
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
@@ -72,8 +66,7 @@ if has tests; then
     tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
     tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has e8pairs ||
-  has spread; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -127,7 +120,7 @@ fi
 if has wide; then
   stage "wide prefill row groups: precision against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WIDE"
   timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
-  for W in ${WIDE_VALUES:-1 2 3 0 1 2 3}; do
+  for W in ${WIDE_VALUES:-1 0 1 0}; do
     echo "GAACRT_CUDA_PREFILL_WIDE=$W:"
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
@@ -143,27 +136,6 @@ if has layout; then
     stage "tg128, GAACRT_CUDA_GROUP8=$G"
     GAACRT_CUDA_GROUP8=$G timeout 120 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 2>&1 |
       grep -E "^\| 0 \|"
-  done
-fi
-if has spread; then
-  stage "prefill stream: work spread over the warps or on warp 0 (GAACRT_CUDA_PREFILL_SPREAD)"
-  for v in ${SPREAD_VALUES:-1 0 1 0}; do
-    echo "GAACRT_CUDA_PREFILL_SPREAD=$v:"
-    GAACRT_CUDA_PREFILL_SPREAD=$v timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
-      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
-  done
-fi
-if has e8pairs; then
-  stage "E8 decode: one block or two blocks at a time per warp (GAACRT_CUDA_E8_PAIRS)"
-  for v in ${PAIRS_VALUES:-0 1 0 1}; do
-    echo "GAACRT_CUDA_E8_PAIRS=$v:"
-    GAACRT_CUDA_E8_PAIRS=$v timeout 150 "$PY" bench/cuda_attention.py --kv synthetic --ctx 32768,65536,131072 \
-      --batch 1 --lossy e8 --only-lossy 2>&1 | tail -8
-  done
-  for v in ${PAIRS_TG_VALUES:-0 1 0 1}; do
-    echo "GAACRT_CUDA_E8_PAIRS=$v, tg128:"
-    GAACRT_CUDA_E8_PAIRS=$v timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches e8 --depths 32768,65536 --pp 0 \
-      --kv-budget-gib 0 2>&1 | grep -E "^\| (32768|65536) "
   done
 fi
 if has ab; then

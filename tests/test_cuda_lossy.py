@@ -99,31 +99,6 @@ def test_cuda_lossy_attention_matches_cpu(cuda, cpu, fmt, n_ctx, n_q, n_head, n_
         assert rel(ga[0], _core.op_attention(cpu, k, v, q, s)) < 1e-5
 
 
-# E8 decode cases, and one long enough that every warp of every split holds slot pairs on any GPU:
-# 1,050 blocks of one kv-head make 263 chunks of 4 blocks, at most 128 splits (attention.cu), so
-# every split has 2 or 3 chunks and each of its 4 warps (one M-tile, four key groups) 2 or 3 blocks.
-E8_DECODE_CASES = [c for c in CASES if c[4] in (32, 64, 128) and c[1] * c[2] // c[3] <= 16]
-E8_PAIRED_CASE = (16800, 1, 4, 1, 128, 128)
-
-
-@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window", E8_DECODE_CASES + [E8_PAIRED_CASE])
-def test_cuda_e8_decode_two_blocks_at_a_time_matches_cpu(cuda, cpu, n_ctx, n_q, n_head, n_kv, d, window, monkeypatch):
-    # GAACRT_CUDA_E8_PAIRS=1: each warp of the E8 decode kernel takes its blocks two at a time (one
-    # softmax step over both; a raw page among them, or an odd last block, one at a time): the
-    # CPU's answer to 1e-4, and, where every warp has slot pairs, other sums than one block at a
-    # time (so the pair path is the one that ran).
-    k, v, q = inputs(n_ctx + n_q + d, n_ctx, n_q, n_head, n_kv, d)
-    s = 1 / np.sqrt(d)
-    ca = _core.op_lossy_attention(cpu, k, v, q, s, "e8", window=window)[0]
-    got = {}
-    for pairs in ("1", "0"):
-        monkeypatch.setenv("GAACRT_CUDA_E8_PAIRS", pairs)
-        got[pairs] = _core.op_lossy_attention(cuda, k, v, q, s, "e8", window=window)[0]
-    assert rel(got["1"], ca) < 1e-4, rel(got["1"], ca)
-    if (n_ctx, n_q, n_head, n_kv, d, window) == E8_PAIRED_CASE:
-        assert not np.array_equal(got["1"], got["0"])
-
-
 E8_PREFILL_CASES = [
     # n_ctx, n_q, n_head, n_kv, d, window
     (700, 5, 32, 8, 128, 128),   # 20 rows: one row group and a bit
@@ -209,10 +184,8 @@ def run_logits(model, toks, n_prefill, cache, center=False, chunk=None):
     return np.vstack(rows), c.kv_stats()
 
 
-@pytest.mark.parametrize("cache,center,pairs", [("e8", False, "0"), ("e8", True, "0"), ("e8", False, "1"),
-                                                ("q8", False, "0"), ("kivi2", False, "0")])
-def test_cuda_lossy_model_logits_match_cpu(smollm2, cache, center, pairs, monkeypatch):
-    monkeypatch.setenv("GAACRT_CUDA_E8_PAIRS", pairs)  # E8's decode steps two blocks a warp at a time
+@pytest.mark.parametrize("cache,center", [("e8", False), ("e8", True), ("q8", False), ("kivi2", False)])
+def test_cuda_lossy_model_logits_match_cpu(smollm2, cache, center):
     cpu = gaacrt.Model(str(smollm2), backend="cpu", n_threads=4)
     gpu = gaacrt.Model(str(smollm2), backend=CUDA)
     rng = np.random.default_rng(6)

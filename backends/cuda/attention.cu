@@ -25,17 +25,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
   // E8 k2v2, q8, kivi2: attention_lossy.cu, but for E8 decode steps of head size 32, 64 or 128,
   // which run on the tensor cores below (with the queries lossy::attention rotates).
-  // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size, its
-  // pairs build 50 KB at head size 128.)
-  // GAACRT_CUDA_E8_PAIRS=1 (read on every call; a captured graph keeps the kernel it captured):
-  // decode launches on the kernel whose warps take their blocks two at a time (attention_e8_mma.cuh
-  // run_rows_e8; compiled and emulated, not yet timed). A launch with a prefill-sized sequence
-  // runs the kPrefill kernel either way.
-  const char* pairs_env = std::getenv("GAACRT_CUDA_E8_PAIRS");
-  const bool e8_pairs = pairs_env && pairs_env[0] == '1' && lossy::e8_mma_ok(kv) &&
-                        lossy::e8_rot_rows(kv, args, n_seqs) <= attn::kRowsPerGroup;
+  // (The shared-memory test is a guard: the E8 kernel needs under 48 KB at every head size.)
   const bool e8 = lossy::e8_mma_ok(kv) &&  // (its tile dims are the kernel's head sizes)
-                  attn::e8_smem_bytes(kv.tile_dim, attn::kMaxSplits, e8_pairs) <= (size_t)max_dynamic_smem(device_);
+                  attn::e8_smem_bytes(kv.tile_dim, attn::kMaxSplits) <= (size_t)max_dynamic_smem(device_);
   size_t lossy_bytes = 0;
   if (lossy::is_lossy(kv.format)) {
     lossy_bytes = (lossy::attention_scratch_bytes(kv, args, n_seqs, info_.multiprocessors) + 255) & ~(size_t)255;
@@ -116,7 +108,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const int32_t n_split =
       std::max(1, std::min({attn::kMaxSplits, max_chunks, per_sm * info_.multiprocessors / units}));
   uint32_t warp_bytes = 0;
-  const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split, e8_pairs)
+  const size_t smem = e8 ? attn::e8_smem_bytes(kD, n_split)
                          : attn::smem_bytes(kD, gaac, kv.n_half, half_bytes, kv.head_dim_v, n_split, &warp_bytes,
                                             blocks);
   if (smem > (size_t)max_dynamic_smem(device_))
@@ -168,8 +160,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const char* pw = std::getenv("GAACRT_CUDA_PREFILL_WIDE");  // read on every call; below
   // E8 with its prefill-sized sequences on the tensor cores too: enough splits for their row
   // groups (lossy::e8_prefill_on_mma), still kv-head fastest; 64 rows a group
-  // (attention_e8_wide.cuh) unless GAACRT_CUDA_PREFILL_WIDE=0 (its 2 and 3, BF16 and GAAC
-  // variants, give E8 its default).
+  // (attention_e8_wide.cuh) unless GAACRT_CUDA_PREFILL_WIDE=0.
   const int32_t rot_rows = e8 ? lossy::e8_rot_rows(kv, args, n_seqs) : lossy::kRotatedRows;
   const bool e8_prefill = e8 && rot_rows > attn::kRowsPerGroup, e8_wide = e8_prefill && !(pw && pw[0] == '0');
   const int32_t e8_rows = e8_wide ? attn::kWideRows : attn::kRowsPerGroup;
@@ -178,14 +169,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // once for their four warps (attention_prefill.cuh), where its ring fits the shared memory sized
   // above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp. Its row groups
   // are 64 rows (attention_wide.cuh) at head sizes up to 128 unless GAACRT_CUDA_PREFILL_WIDE=0
-  // (read on every call) asks for 16; =2 copies their BF16 pages by cp.async only
-  // (attention_prefill.cuh shared_stream), =3 takes two
-  // parts of the queries and weights instead of three (KernelArgs::prefill_wide; both to be timed).
+  // (read on every call) asks for 16.
   static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
   const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
-  // GAACRT_CUDA_PREFILL_SPREAD=0 (read on every call): the shared stream's BF16 copies by warp 0
-  // alone and GAAC's decode in whole rounds, as before the tenth session (KernelArgs::prefill_spread).
-  const char* spread_env = std::getenv("GAACRT_CUDA_PREFILL_SPREAD");
   const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
@@ -197,11 +183,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps(), e8_qrot, rot_rows,
-                           wide ? (pw && (pw[0] == '2' || pw[0] == '3') ? pw[0] - '0' : 1) : (e8_wide ? 1 : 0),
-                           spread_env && spread_env[0] == '0' ? 0 : 1};
+                           timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0};
   if (e8)
-    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill, e8_pairs);
+    attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

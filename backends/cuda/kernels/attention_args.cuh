@@ -53,17 +53,10 @@ struct KernelArgs {
   const float* q_rot;  // E8: the rotated queries [seq][kv-head][rot_rows][kD] (attention_lossy.cu)
   int32_t rot_rows;    // E8: rows per (sequence, kv-head) in q_rot (16, or a prefill's: lossy_ops.h)
   // 1: the launch's prefill-sized sequences in row groups of 64 (attention_wide.cuh; the kShared
-  // kernels at head sizes up to 128), x = row group of 64, BF16 pages by bulk copies on long
-  // streams (as measured on the H200), by cp.async on short ones; 2: the same with BF16 pages
-  // always by cp.async (shared_stream's bf16_bulk; not yet timed); 3: as 1 with two parts of the queries and weights
-  // instead of three (16 significant bits; not yet timed); 0: row groups of 16 (run_rows_shared /
-  // run_rows). The E8 kernel's (kPrefill): 1, row groups of 64 (attention_e8_wide.cuh), or 0.
+  // kernels at head sizes up to 128), x = row group of 64, BF16 pages by cp.async; 0: row groups
+  // of 16 (run_rows_shared / run_rows). The E8 kernel's (kPrefill): 1, row groups of 64
+  // (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;
-  // 1: a prefill stream's work spread over the thread block's warps (attention_prefill.cuh
-  // shared_stream, the default): BF16 copies a quarter each, GAAC's decode in half rounds
-  // (decode_my_unit, up to head size 128); 0: the copies by warp 0, GAAC's rounds whole
-  // (GAACRT_CUDA_PREFILL_SPREAD=0, to time against).
-  int32_t prefill_spread;
 };
 
 #ifdef __CUDACC__

@@ -61,7 +61,6 @@
 namespace gaacrt::cuda::attn {
 
 constexpr int kE8Stages = 4;  // blocks in each warp's pipeline (a block's slots are 1.3 KiB at d = 128)
-constexpr int kE8PairStages = 6;  // the same when a warp takes its blocks two at a time (e8_stream_pairs)
 
 // A warp's buffers for a pipeline of kS stages.
 template <int kD, int kS = kE8Stages>
@@ -480,40 +479,6 @@ __device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& 
     __syncwarp();             // ... and every lane's
     block(b_first + it * b_step, ring.stage(it), ring.entry(it, 0), ring.entry(it, 1));
     __syncwarp();  // block it's stage and the raw tile are read
-  }
-  ring.retire();
-}
-
-// e8_stream with the blocks two at a time: pair(b, stage, ek, ev, b', stage', ek', ev') on blocks
-// it, it + 1 (it even), block() on a last odd one. The ring has kE8PairStages stages, kept
-// kE8PairStages - 2 blocks ahead: the two issued before a pair refill the stages of the pair
-// before it. (cp.async groups: kS - 2 before the loop, one per block; block it + 1 is in group
-// it + 1, so kS - 2 may stay pending.)
-template <int kD, class Block, class Pair>
-__device__ __forceinline__ void e8_stream_pairs(const KVLayerView& kv, const AttnSeq& s, int32_t kvh,
-                                                int32_t b_first, int32_t b_end, int32_t b_step, uint8_t* wbase,
-                                                Block&& block, Pair&& pair) {
-  constexpr int kS = kE8PairStages;
-  const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
-  const E8Ring<kD, kS> ring(kv, wbase);
-  EntryStream<2> es;
-  es.start(kv, s.table, kvh, b_first, b_step, n_iter);
-  es.template issue_first<kS - 1>(ring);  // blocks 0 .. kS - 3
-  for (int32_t it = 0; it < n_iter; it += 2) {
-    const bool two = it + 1 < n_iter;  // warp-uniform
-    es.template issue_ahead<kS - 1>(it, ring);  // block it + kS - 2, into block it - 2's stage
-    if (two) es.template issue_ahead<kS - 1>(it + 1, ring);
-    cp_async_wait<kS - 2>();
-    ring.wait_bulk(it);
-    if (two) ring.wait_bulk(it + 1);
-    __syncwarp();
-    const int32_t b = b_first + it * b_step;
-    if (two)
-      pair(b, ring.stage(it), ring.entry(it, 0), ring.entry(it, 1), b + b_step, ring.stage(it + 1),
-           ring.entry(it + 1, 0), ring.entry(it + 1, 1));
-    else
-      block(b, ring.stage(it), ring.entry(it, 0), ring.entry(it, 1));
-    __syncwarp();
   }
   ring.retire();
 }

@@ -10,17 +10,13 @@ namespace gaacrt::cuda::attn {
 
 // One warp, one M-tile (rows r0 .. r0+3), blocks b_first, b_first + b_step, ... below b_end of
 // an E8 cache, with q_rows the (sequence, kv-head)'s rotated queries [16][kD] (global memory):
-// leaves this lane's state (parts and brackets not yet summed) in o, oz, m, l. kPairs: the blocks
-// two at a time where both are slots (e8_stream_pairs; wbase then holds kE8PairStages stages):
-// both blocks' scores, one softmax step over their 32 keys, both blocks' values — two
-// independent chains of loads, integer decoding and mma per step where one left the warp waiting
-// on each link (other sums of the weights, so other bits than kPairs = false).
-template <int kD, bool kPairs = false>
+// leaves this lane's state (parts and brackets not yet summed) in o, oz, m, l.
+template <int kD>
 __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                             int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
                                             uint8_t* wbase, const uint32_t* tab, const float* q_rows, bool has_slots,
                                             float (&o)[kD / 16][4], float (&oz)[4], float& m, float& l) {
-  using Geo = E8Geom<kD, kPairs ? kE8PairStages : kE8Stages>;
+  using Geo = E8Geom<kD>;
   constexpr int kKs = Geo::kKs;
   const KVLayerView& kv = P.kv;
   const E8KVLayer& st = *static_cast<const E8KVLayer*>(kv.codec);
@@ -42,7 +38,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   l = 0.f;
   const E8ValueLane VL = e8_value_lane();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
-  uint16_t* raw = e8_raw_tile<kD, kPairs ? kE8PairStages : kE8Stages>(wbase);
+  uint16_t* raw = e8_raw_tile<kD>(wbase);
   // Accumulator columns 2t, 2t + 1 belong to rows (2t) % 4, (2t + 1) % 4, whose factors the lanes
   // 4 r hold. Skipping x * 1 is exact; maxima rarely move after the first blocks.
   auto rescale = [&](float corr) {
@@ -86,27 +82,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       raw_block_values<kD>(raw, p, o);
     }
   };
-  if constexpr (kPairs) {
-    auto pair = [&](int32_t b0, const uint8_t* s0, uint32_t ek0, uint32_t ev0, int32_t b1, const uint8_t* s1,
-                    uint32_t ek1, uint32_t ev1) {
-      if (kv_entry_is_slot(ek0) && kv_entry_is_slot(ev0) && kv_entry_is_slot(ek1) && kv_entry_is_slot(ev1)) {
-        float sc[2][4], p[2][4];
-        e8_block_scores<kD>(s0, tab, Q, qd, bq, sc[0]);
-        e8_block_scores<kD>(s1, tab, Q, qd, bq, sc[1]);
-        const int32_t bs[2] = {b0, b1};
-        rescale(softmax_weights_n<2>(sc, bs, tr.pos, tr.lo, m, l, P.a, p));
-        e8_block_values<kD>(s0 + Geo::kSlotK, p[0], VL, o, oz);
-        e8_block_values<kD>(s1 + Geo::kSlotK, p[1], VL, o, oz);
-      } else {  // a raw page among them (the window's newest blocks): one at a time
-        block(b0, s0, ek0, ev0);
-        __syncwarp();  // the raw tile is read
-        block(b1, s1, ek1, ev1);
-      }
-    };
-    e8_stream_pairs<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block, pair);
-  } else {
-    e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block);
-  }
+  e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block);
 }
 
 // This warp's value accumulators folded: the parts summed (columns n and n + 4 sit on lanes t and
@@ -189,13 +165,11 @@ __device__ __forceinline__ void write_e8_rows(const KernelArgs& P, const AttnSeq
 // prefill_e8_wide) or 16 (one M-tile a warp, run_rows_e8), each warp over its rows' whole
 // visible range, and writes its rows; else attention_lossy.cu's kernel has them. Built for two
 // thread blocks per SM (255 registers at head 128), three without kPrefill: decode-only launches
-// run the kernel without, its SASS as before. kPairs (decode-only launches,
-// GAACRT_CUDA_E8_PAIRS=1): each warp takes its blocks two at a time (run_rows_e8).
-template <int kD, bool kPrefill = false, bool kPairs = false>
+// run the kernel without, its SASS as before.
+template <int kD, bool kPrefill = false>
 __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_kernel(const KernelArgs P) {
-  static_assert(!(kPrefill && kPairs), "pairs: decode-only launches");
   GAACRT_DYNAMIC_SMEM(smem);
-  using Geo = E8Geom<kD, kPairs ? kE8PairStages : kE8Stages>;
+  using Geo = E8Geom<kD>;
   const KVLayerView& kv = P.kv;
   stamp(P.timeline, kStampStart);
   // The table first, while the previous kernel may still run.
@@ -248,20 +222,15 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
   float o[kD / 16][4], oz[4], m, l;
-  run_rows_e8<kD, kPairs>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
-                          smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, q_rows, has_slots, o, oz, m, l);
+  run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
+                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, q_rows, has_slots, o, oz, m, l);
   store_e8_state<kD>(warp_states(smem), kv.head_dim_v, m, l, o, oz);
   merge_decode<kD>(P, s, kvh, split, n_rows, ds, dw, smem);
 }
 
-// Shared bytes of the E8 kernel for head size kD (its buffers, or the merges' scratch if larger);
-// pairs: the kPairs kernel's.
-template <int kS>
-inline size_t e8_own_bytes(int kD) {
-  return kD == 128 ? E8Geom<128, kS>::kBytes : (kD == 64 ? E8Geom<64, kS>::kBytes : E8Geom<32, kS>::kBytes);
-}
-inline size_t e8_smem_bytes(int kD, int32_t n_split, bool pairs = false) {
-  const size_t own = pairs ? e8_own_bytes<kE8PairStages>(kD) : e8_own_bytes<kE8Stages>(kD);
+// Shared bytes of the E8 kernel for head size kD (its buffers, or the merges' scratch if larger).
+inline size_t e8_smem_bytes(int kD, int32_t n_split) {
+  const size_t own = kD == 128 ? E8Geom<128>::kBytes : (kD == 64 ? E8Geom<64>::kBytes : E8Geom<32>::kBytes);
   const size_t merge_a = (size_t)kWarps * kRowsPerTile * (kD + 2) * sizeof(float);
   return std::max(own, std::max(merge_a, merge_bytes(n_split)));
 }

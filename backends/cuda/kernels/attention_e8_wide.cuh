@@ -238,7 +238,7 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
             wide_query_step<kD>(P, rw, kk, f);
             return f;
           },
-          3, s3);
+          s3);
 #pragma unroll
       for (int h = 0; h < 2; ++h) wide_row_scores(s3, h, sc[h]);
       __syncwarp();  // the tile is read: V may take it
@@ -256,7 +256,7 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
       copy_page_sync<kD>(e8_page(kv, ev), kD, 0, raw, lane, 32);
       __syncwarp();
       zero_rows_past_end<kD>(raw, len - b * KV_BLOCK_TOKENS, lane);
-      wide_pv<kD>(raw, p, o, 3);
+      wide_pv<kD>(raw, p, o);
     }
   });
   e8_wide_fold<kD>(o, zs);

@@ -377,10 +377,9 @@ void launch_attention_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, 
                            int blocks);
 void launch_attention_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
                            int blocks);
-// prefill: the kernel that also takes the launch's prefill-sized sequences (lossy::e8_prefill_on_mma);
-// else pairs: the decode kernel whose warps take their blocks two at a time (e8_smem_bytes' pairs).
+// prefill: the kernel that also takes the launch's prefill-sized sequences (lossy::e8_prefill_on_mma).
 void launch_attention_e8(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
-                         bool prefill, bool pairs);
+                         bool prefill);
 // The kShared kernels, for launches with a prefill-sized sequence (attention_prefill_bf16.cu /
 // attention_prefill_gaac.cu).
 void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,

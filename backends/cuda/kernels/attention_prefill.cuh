@@ -42,8 +42,8 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // the last block. The per-warp path (run_rows) copies every block once per warp, and GAAC decodes
 // it once per warp; here each block of the group's range [B0, B1) is copied once into a ring of
 // shared_stage_count stages the thread block shares (BF16: every warp a quarter of the copies;
-// GAAC's slots: warp 0), GAAC's tiles are decoded once (the warps on half rounds, or a warp per
-// round: decode_my_unit), and every warp runs block_math on the blocks of its own
+// GAAC's slots: warp 0), GAAC's tiles are decoded once (a warp per round: decode_my_round), and
+// every warp runs block_math on the blocks of its own
 // range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
 // Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation).
 // A also frees the stage (and GAAC's decoded tiles) of the block before: a warp reaches A only
@@ -70,30 +70,23 @@ __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_b
       reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
 }
 
-// Who decodes a GAAC block in the shared stream: unit u of the block's decode goes to warp
-// (u + 1) % 4. Whole rounds (kHalves false): unit u = round u (K's tiles, then V's); warp 0, the one
-// that issues GAAC's copies, decodes only at head size 256 (four rounds). Half rounds (kHalves, up to
-// head size 128: two rounds or one): half h of round r, a tile's lanes' groups 0-3 or 4-7
-// (decode_gaac_lane), is unit 2r + h — every warp at head size 128, where whole rounds left warps
-// 0 and 3 waiting at barrier B for the other two. Each half recounts its tile's escape offsets (the
-// ballots); the decoded rows are the same bits.
-template <int kD, bool kHalves, int kU = 0>
-__device__ __forceinline__ bool decode_my_unit(int warp, const KVLayerView& kv, const GaacStaging& gs,
-                                               const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
-                                               uint32_t half_bytes, const GaacLanes& GL,
-                                               const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
-                                               const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
-                                               uint16_t* vt) {
-  constexpr int kUnits = kHalves ? 2 * TileGeom<kD>::kRounds : TileGeom<kD>::kRounds;
-  static_assert(kUnits <= kWarps, "a warp per decode unit");
-  if constexpr (kU < kUnits) {
-    if (warp == (kU + 1) % kWarps) {
-      if constexpr (kHalves)
-        return decode_gaac_block<kD, kU / 2, kU / 2 + 1, kU % 2>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
-      else
-        return decode_gaac_block<kD, kU, kU + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
-    }
-    return decode_my_unit<kD, kHalves, kU + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+// Who decodes a GAAC block in the shared stream: round r (K's tiles, then V's) goes to warp
+// (r + 1) % 4, so warp 0, the one that issues GAAC's copies, decodes only at head size 256 (four
+// rounds). (Half rounds on every warp — a tile's lanes' groups 0-3 on one warp, 4-7 on another,
+// each recounting the tile's escape offsets — were 15% slower after 32K on an H100: pp512 1,990
+// against 2,349 tok/s, the twelfth session in bench/results/cuda_h200.md.)
+template <int kD, int kR = 0>
+__device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
+                                                const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
+                                                uint32_t half_bytes, const GaacLanes& GL,
+                                                const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
+                                                uint16_t* vt) {
+  static_assert(TileGeom<kD>::kRounds <= kWarps, "a warp per decode round");
+  if constexpr (kR < TileGeom<kD>::kRounds) {
+    if (warp == (kR + 1) % kWarps)
+      return decode_gaac_block<kD, kR, kR + 1>(kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
+    return decode_my_round<kD, kR + 1>(warp, kv, gs, be, sk, sv, half_bytes, GL, b3, b4, kt, vt);
   } else {
     return true;
   }
@@ -108,18 +101,18 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 }
 
 // One row group's stream: blocks B0 .. B1-1 of sequence s and kv-head kvh, each staged once into
-// the ring and, for GAAC, decoded once (decode_my_unit); every warp
+// the ring and, for GAAC, decoded once (decode_my_round); every warp
 // then calls math(kt, vt, b) on the block's BF16 rows. start() runs once the first copies are
 // out (the rows' query fragments: their loads overlap the copies). bf16_bulk: BF16 pages by bulk
-// copies where run_rows would take them (a long stream), else always by cp.async (which is faster
-// here is not measured yet; GAACRT_CUDA_PREFILL_WIDE=2 asks cp.async). P.prefill_spread (the
-// default): every warp issues a quarter of each block's BF16 copies — by bulk copies a quarter of
-// the rows (a bulk copy with a per-lane address issues one lane at a time: warp 0 alone spent ~290
-// instructions a block, which the other warps waited for at A; now 8 lanes a warp), the stage's
-// barrier taking the four warps' arrivals and warp 0 waiting on it; by cp.async (the usual tile;
-// padded heads stay on warp 0) a quarter of each page's chunks, each thread waiting for its own
-// before A, the newest block's rows past the last token zero-filled by the copies. GAAC's slots:
-// warp 0 (a slot is one contiguous copy).
+// copies where run_rows would take them (a long stream), else always by cp.async (the wide row
+// groups: 6% faster after 32K on an H100, the twelfth session). Every warp issues a quarter of each
+// block's BF16 copies — by bulk copies a quarter of the rows (a bulk copy with a per-lane address
+// issues one lane at a time: warp 0 alone spent ~290 instructions a block, which the other warps
+// waited for at A; now 8 lanes a warp), the stage's barrier taking the four warps' arrivals and
+// warp 0 waiting on it; by cp.async (the usual tile) a quarter of each page's chunks, each thread
+// waiting for its own before A, the newest block's rows past the last token zero-filled by the
+// copies (against warp 0 alone: pp512 after 32K 2,718 against 2,257 tok/s on the H100). Padded
+// heads' BF16 pages and GAAC's slots (a slot is one contiguous copy): warp 0.
 template <int kD, bool kGaac, int kB, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
@@ -141,8 +134,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   const bool bulk = kBulk && (kGaac || (bf16_bulk && n_iter >= P.bulk_min_blocks));
   // BF16 pages: every warp issues a quarter of each block (block-uniform): by bulk copies where
   // the rows allow them, else by cp.async in the usual tile.
-  const bool spread =
-      !kGaac && P.prefill_spread && (bulk ? kv.tile_dim % 8 == 0 : kv.tile_dim == TileGeom<kD>::kTd);
+  const bool spread = !kGaac && (bulk ? kv.tile_dim % 8 == 0 : kv.tile_dim == TileGeom<kD>::kTd);
   if (kBulk && threadIdx.x == 0) {
 #pragma unroll
     for (int p = 0; p < kSS; ++p) mbar_init(bars + p, spread && bulk ? kWarps : 1);
@@ -188,11 +180,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
       uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
       const uint32_t* be = ents + (it % kSS) * kT;
       const uint8_t* sv = sk + kv_bytes;
-      // Half rounds where a warp per half fits (head size <= 128) and the stream's work is spread.
-      constexpr bool kCanHalve = 2 * TileGeom<kD>::kRounds <= kWarps;
-      const bool ok_w = kCanHalve && P.prefill_spread
-                            ? decode_my_unit<kD, kCanHalve>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt)
-                            : decode_my_unit<kD, false>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
+      const bool ok_w = decode_my_round<kD>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
       const bool ok = __syncthreads_and(ok_w);  // B: decoded (and validated) for every warp
       if (!ok) {
         if (threadIdx.x == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read

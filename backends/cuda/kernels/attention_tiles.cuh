@@ -35,6 +35,10 @@ struct TileGeom {
   // decodes K and V together).
   static constexpr int kRoundsK = kRounds > 1 ? kRounds / 2 : 1;
   static constexpr int kTiles = kD > KV_TILE_MAX_DIM ? 4 : 2;  // table entries of a block: K and V halves
+  // kv.n_half, known at compile time: attention.cu runs a head split in two tiles (n_half = 2,
+  // tile_dim 128) on kD = 256 and every other head (n_half = 1) on kD <= 128. A tile's K/V side and
+  // half are then constants after unrolling (no selects, no indexed constant loads per tile).
+  static constexpr int kNHalf = kTiles / 2;
 };
 
 // The bytes of a slot the decode can ever read: the fixed part and the escapes up to what a tile
@@ -83,7 +87,7 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
       for (int tt = 0; tt < kT / 2; ++tt) {
         const int t = 2 * tt + hi;  // kT 2: K, V; kT 4: K0 K1 (tt 0), V0 V1 (tt 1)
         const uint32_t e = hi ? ent[2 * tt + 1] : ent[2 * tt];
-        const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+        const int32_t is_v = t >= TileGeom<kD>::kNHalf, half = is_v ? t - TileGeom<kD>::kNHalf : t;
         uint16_t* dst = (is_v ? vt : kt) + r * kRow + half * td;
         if (e != KV_ENTRY_EMPTY)
           bulk_copy(dst, kv.arena + (uint64_t)e * kv.page_bytes + (uint32_t)r * td * 2, (uint32_t)td * 2, bar);
@@ -95,7 +99,7 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
   }
 #pragma unroll
   for (int32_t t = 0; t < kT; ++t) {
-    const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+    const int32_t is_v = t >= TileGeom<kD>::kNHalf, half = is_v ? t - TileGeom<kD>::kNHalf : t;
     const uint32_t e = ent[t];
     uint16_t* dst = is_v ? vt : kt;
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
@@ -128,7 +132,7 @@ __device__ __forceinline__ void issue_bf16_spread(const KVLayerView& kv, const u
   constexpr int kT = TileGeom<kD>::kTiles, kRow = TileGeom<kD>::kRow, kTd = TileGeom<kD>::kTd, kPerRow = kTd / 8;
 #pragma unroll
   for (int32_t t = 0; t < kT; ++t) {
-    const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+    const int32_t is_v = t >= TileGeom<kD>::kNHalf, half = is_v ? t - TileGeom<kD>::kNHalf : t;
     const uint32_t e = ent[t];
     uint16_t* dst = (is_v ? vt : kt) + half * kTd;
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
@@ -181,14 +185,14 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacStag
     uint32_t bytes = 0;
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
-      const int32_t is_v = t >= kv.n_half;
+      const int32_t is_v = t >= TileGeom<kD>::kNHalf;
       if (kv_entry_is_slot(ent[t]) && gs.whole(is_v)) bytes += gs.staged(is_v);
     }
     if (lane == 0) mbar_expect_tx(bar, bytes);
   }
 #pragma unroll
   for (int32_t t = 0; t < kT; ++t) {
-    const int32_t is_v = t >= kv.n_half, half = is_v ? t - kv.n_half : t;
+    const int32_t is_v = t >= TileGeom<kD>::kNHalf, half = is_v ? t - TileGeom<kD>::kNHalf : t;
     const uint32_t e = ent[t];
     if (e == KV_ENTRY_EMPTY) continue;
     const uint8_t* src = kv_entry_ptr(kv, e, is_v);
@@ -240,6 +244,20 @@ __device__ __forceinline__ uint32_t lanemask_lt() {
 #endif
 }
 
+// The sum of a per-lane count c < 2^bits (bits <= 4, warp-uniform) over the lanes of the segment
+// (mask seg) before this one (lt: seg & lanemask_lt), and over the whole segment: a ballot per bit.
+__device__ __forceinline__ void segment_prefix(uint32_t c, uint32_t seg, uint32_t lt, int bits, uint32_t& before,
+                                               uint32_t& total) {
+  before = total = 0;
+#pragma unroll
+  for (int bit = 0; bit < 4; ++bit) {
+    if (bit >= bits) break;  // warp-uniform
+    const uint32_t B = __ballot_sync(kFull, (c >> bit) & 1u) & seg;
+    before += (uint32_t)__popc(B & lt) << bit;
+    total += (uint32_t)__popc(B) << bit;
+  }
+}
+
 // Per-lane decode assignment, fixed for the kernel: sub-warp `sub` of nlp (a power of two >= the
 // td/4 decoders) lanes, lane li in it; round rd decodes tile rd * nsub + sub (K halves, then V).
 struct GaacLanes {
@@ -260,10 +278,8 @@ __device__ __forceinline__ GaacLanes gaac_lanes_of(int32_t td, int32_t n_half, i
 // Decodes rounds kR0 .. kR1-1 of one block (2 * n_half tiles, whose table entries are ents[0 ..])
 // from staging into K / V rows. Returns false (warp-uniform)
 // when a slot fails validation (reserved tag, escapes beyond the capacity): the caller records it
-// and skips the block. Rows of every tile are written (zeros for an empty entry). kHalf 0 / 1:
-// this warp's half of each lane's groups (decode_gaac_lane), the other half another warp's; a raw
-// or empty tile is half 0's (-1: everything).
-template <int kD, int kR0, int kR1, int kHalf = -1>
+// and skips the block. Rows of every tile are written (zeros for an empty entry).
+template <int kD, int kR0, int kR1>
 __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const GaacStaging& gs,
                                                   const uint32_t* ents, const uint8_t* stage_k, const uint8_t* stage_v,
                                                   uint32_t half_bytes, const GaacLanes& L,
@@ -271,7 +287,7 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
                                                   const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], uint16_t* kt,
                                                   uint16_t* vt) {
   constexpr int kRow = TileGeom<kD>::kRow;
-  const int32_t td = kv.tile_dim, nh = kv.n_half;
+  const int32_t td = kv.tile_dim, nh = TileGeom<kD>::kNHalf;
   bool ok = true;
 #pragma unroll
   for (int rd = kR0; rd < kR1; ++rd) {
@@ -287,30 +303,21 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     const uint32_t seg = (L.nlp == 32 ? kFull : ((1u << L.nlp) - 1u)) << (L.sub * L.nlp);
     const bool seg_bad = (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
     // X bytes and R records before each lane of the segment, and the segment's totals, by one
-    // ballot per bit of the lane counts (0..8: 4 bits) — independent votes, not a shuffle chain.
+    // ballot per bit of the lane counts (0..8) — independent votes, not a shuffle chain. A lane
+    // mostly has 0-3 X bytes (about a tenth of the groups are 4-bit) and at most one R record (raw
+    // groups are ~0.2%; a tile has one in about half the tiles): the high bits' ballots run only
+    // when some lane of the warp needs them.
     const uint32_t nx = __popc(m.x), nr = __popc(m.raw), lt = seg & lanemask_lt();
-    uint32_t xo = 0, n_x = 0, rc = 0, n_raw = 0;
-#pragma unroll
-    for (int bit = 0; bit < 4; ++bit) {
-      const uint32_t B = __ballot_sync(kFull, (nx >> bit) & 1u) & seg;
-      xo += (uint32_t)__popc(B & lt) << bit;
-      n_x += (uint32_t)__popc(B) << bit;
-    }
-    if (__any_sync(kFull, nr != 0u)) {  // raw groups: in about half the tiles
-#pragma unroll
-      for (int bit = 0; bit < 4; ++bit) {
-        const uint32_t B = __ballot_sync(kFull, (nr >> bit) & 1u) & seg;
-        rc += (uint32_t)__popc(B & lt) << bit;
-        n_raw += (uint32_t)__popc(B) << bit;
-      }
-    }
+    uint32_t xo, n_x, rc = 0, n_raw = 0;
+    segment_prefix(nx, seg, lt, __any_sync(kFull, nx > 3u) ? 4 : 2, xo, n_x);
+    if (__any_sync(kFull, nr != 0u)) segment_prefix(nr, seg, lt, __any_sync(kFull, nr > 1u) ? 4 : 1, rc, n_raw);
     const bool bad = slot && (seg_bad || n_x + 4u * n_raw > gs.capacity(is_v));
     if (__any_sync(kFull, bad)) ok = false;
     uint16_t* dst = is_v ? vt : kt;
     if (slot && !bad) {
       const GaacU32x2 w3 = b3[rd], w4 = b4[rd];
-      decode_gaac_lane<kHalf>(stg, td, L.li, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
-    } else if (active && !slot && kHalf != 1) {  // raw page (newest block, or a tile that did not fit) or empty
+      decode_gaac_lane(stg, td, L.li, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
+    } else if (active && !slot) {  // raw page (newest block, or a tile that did not fit) or empty
       copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, td, half * td,
                          dst, L.li, L.nl);
     }

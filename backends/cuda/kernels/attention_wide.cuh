@@ -53,9 +53,10 @@ __device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&
 // accumulator and truncate (not round) the fp32 result, so each query part gets accumulators of
 // its own: s[p][n] holds keys 8n .. 8n+7 (fragment e: row g + 8 (e / 2), key 8n + 2t + e % 2),
 // summed in fp32 by wide_row_scores. frag(kk, f) returns k-step kk's fragments (held ones, or
-// made in the scratch f), of which the first n_parts parts (warp-uniform) are used.
+// made in the scratch f). (Two parts instead of three, 16 significant bits, gave the same pp512 on
+// an H100, the twelfth session: the tensor cores are not what bounds this kernel.)
 template <int kD, class Frag>
-__device__ __forceinline__ void wide_scores(const uint16_t* kt, Frag&& frag, int n_parts, float (&s)[3][2][4]) {
+__device__ __forceinline__ void wide_scores(const uint16_t* kt, Frag&& frag, float (&s)[3][2][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
 #pragma unroll
@@ -72,7 +73,6 @@ __device__ __forceinline__ void wide_scores(const uint16_t* kt, Frag&& frag, int
     const uint32_t(&f)[3][4] = frag(kk, scratch);
 #pragma unroll
     for (int p = 0; p < 3; ++p) {
-      if (p >= n_parts) break;  // warp-uniform
       mma_bf16(s[p][0], f[p], r[0], r[1]);
       mma_bf16(s[p][1], f[p], r[2], r[3]);
     }
@@ -91,14 +91,13 @@ __device__ __forceinline__ void wide_row_scores(const float (&s)[3][2][4], int h
 
 // o += w · V of a block's BF16 rows vt for the warp's 16 rows (w[h]: row h's weights of keys 2t,
 // 2t+1, 2t+8, 2t+9, as the A operand {row g keys 2t, 2t+1; row g+8 the same; row g keys 2t+8,
-// 2t+9; row g+8 the same}) in n_parts bf16 parts: the block's p·v gathers its parts in fresh
+// 2t+9; row g+8 the same}) in three bf16 parts: the block's p·v gathers its parts in fresh
 // accumulators, the small parts first, before one rounded add into o, so that the small parts
 // are never truncated against the large sums (added straight into s and o, on the H200, the
 // head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed the CPU by
 // more than their 2e-6; the emulation, which rounds, gave ~5e-7).
 template <int kD>
-__device__ __forceinline__ void wide_pv(const uint16_t* vt, const float (&w)[2][4], float (&o)[kD / 8][4],
-                                        int n_parts) {
+__device__ __forceinline__ void wide_pv(const uint16_t* vt, const float (&w)[2][4], float (&o)[kD / 8][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
   uint32_t pf[3][4];
@@ -119,7 +118,6 @@ __device__ __forceinline__ void wide_pv(const uint16_t* vt, const float (&w)[2][
     float t[2][4] = {};  // this block's p·v, the small parts first
 #pragma unroll
     for (int p = 2; p >= 0; --p) {
-      if (p >= n_parts) continue;  // warp-uniform
       mma_bf16(t[0], pf[p], r[0], r[1]);
       mma_bf16(t[1], pf[p], r[2], r[3]);
     }
@@ -151,10 +149,9 @@ template <int kD>
 __device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16_t* vt, int32_t b,
                                                 const TileRow (&rw)[2], const uint32_t (&qa)[kD / 16][3][4],
                                                 float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
-                                                const AttentionArgs& a, int n_parts) {
+                                                const AttentionArgs& a) {
   float s[3][2][4];
-  wide_scores<kD>(
-      kt, [&](int kk, uint32_t(&)[3][4]) -> const uint32_t(&)[3][4] { return qa[kk]; }, n_parts, s);
+  wide_scores<kD>(kt, [&](int kk, uint32_t(&)[3][4]) -> const uint32_t(&)[3][4] { return qa[kk]; }, s);
   float w[2][4], corr[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -163,7 +160,7 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16
     corr[h] = softmax_weights(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
   }
   wide_rescale<kD>(o, corr);
-  wide_pv<kD>(vt, w, o, n_parts);
+  wide_pv<kD>(vt, w, o);
 }
 
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
@@ -196,7 +193,6 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
                                              const GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
   const int32_t G = P.a.n_head / P.kv.n_head_kv, W = P.a.sliding_window;
-  const int n_parts = P.prefill_wide == 3 ? 2 : 3;  // 3: an experiment, two parts (16 bits) of q and p
   for (int32_t rg = split; rg * kWideRows < n_rows; rg += gridDim.x) {
     const int32_t g0 = rg * kWideRows, r0 = g0 + kWideRowsPerWarp * warp;
     int32_t B0, B1, b0 = 0, b1 = 0;  // the group's blocks, and this warp's (none past the rows)
@@ -217,9 +213,9 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           wide_query<kD>(P, rw, qa);
         },
         [&](const uint16_t* kt, const uint16_t* vt, int32_t b) {
-          if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a, n_parts);
+          if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a);
         },
-        P.prefill_wide != 2);
+        false);  // BF16 pages by cp.async (shared_stream)
     wide_write_rows<kD>(P, s, kvh, rw, o, l);
   }
 }

@@ -129,12 +129,9 @@ GAAC_LANE_HD uint32_t lane_x_bytes(uint32_t t8, uint32_t xq) {
 // Lane li of a tile's td/4 decoders: its 8 groups (tokens 4i + 2h + jj, column gcol) from the
 // staged slot into rows (`row` elements apart). xo / ro: its first X byte and R record in the
 // escape area. Reads up to 8 bytes past the lane's last X byte (inside the caller's shared buffers;
-// those bytes are never used). kHalf 0 / 1: only groups 0-3 / 4-7 (i = 0, 1 / 2, 3), so that two
-// warps can share a tile (the prefill's shared stream); -1: all eight.
-template <int kHalf = -1>
+// those bytes are never used).
 GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint32_t xo, uint32_t ro, GaacU32x2 b3,
                                    GaacU32x2 b4, uint16_t* dst, int row) {
-  constexpr int kI0 = kHalf == 1 ? 2 : 0, kI1 = kHalf == 0 ? 2 : 4;
   const int32_t G = gaac_group_cols(td), nl = gaac_lanes(td);
   const int h = li >= G ? 1 : 0, gcol = li - h * G;
   const uint8_t* esc = stg + gaac_fixed_bytes(td);
@@ -156,7 +153,7 @@ GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint3
   const GaacU32x2 x34{b3.lo ^ b4.lo, b3.hi ^ b4.hi};
   uint16_t* out = dst + 8 * gcol + 2 * h * row;
 #pragma unroll
-  for (int i = kI0; i < kI1; ++i) {
+  for (int i = 0; i < 4; ++i) {
     const GaacW4 sm = lane_ld128(stg + 16 * (i * nl + li));
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
@@ -175,13 +172,7 @@ GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint3
   // Raw groups (tag 2) went through the 4-bit path: written e' = b4 + c (one 32-bit add per 4
   // channels, carries between byte lanes included), c = low3 | bit3 << 3 < 16. The 32-bit add is
   // undone exactly (c = e' - b4), bits 4..7 come from the R record: e = c | r << 4.
-  uint32_t rm = (tags >> 1) & ~tags & 0x5555u;
-  if (kHalf == 0) rm &= 0x00FFu;
-  if (kHalf == 1) {  // the R records of groups 0-3 come first
-    ro += 4u * gaac_popc(rm & 0x00FFu);
-    rm &= 0xFF00u;
-  }
-  for (; rm != 0u; rm &= rm - 1u, ro += 4u) {
+  for (uint32_t rm = (tags >> 1) & ~tags & 0x5555u; rm != 0u; rm &= rm - 1u, ro += 4u) {
     const int j = (int)(gaac_popc((rm & (0u - rm)) - 1u) >> 1);
     const uint32_t r4 = lane_ld32_unaligned(esc, ro);
     uint16_t* o = out + (4 * (j >> 1) + (j & 1)) * row;

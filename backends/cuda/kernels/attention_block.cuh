@@ -123,28 +123,22 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 #endif
 }
 
-// Online softmax step of kNB blocks of 16 keys at once (blocks b[i]; visible keys lo..pos; log2
-// domain: m and the scores are in units of log2): masks and scales this lane's scores sc, turns
-// them into the weights p, updates m and l and returns the factor the row's accumulators must be
-// scaled by.
-template <int kNB>
-__device__ __forceinline__ float softmax_weights_n(float (&sc)[kNB][4], const int32_t (&b)[kNB], int32_t pos,
-                                                   int32_t lo, float& m, float& l, const AttentionArgs& a,
-                                                   float (&p)[kNB][4]) {
+// Online softmax step of one block b of 16 keys (visible keys lo..pos; log2 domain: m and the
+// scores are in units of log2): masks and scales this lane's scores sc, turns them into the
+// weights p, updates m and l and returns the factor the row's accumulators must be scaled by.
+__device__ __forceinline__ float softmax_weights(float (&sc)[4], int32_t b, int32_t pos, int32_t lo, float& m,
+                                                 float& l, const AttentionArgs& a, float (&p)[4]) {
   const int tig = threadIdx.x & 3;
+  const int32_t kb = b * KV_BLOCK_TOKENS + 2 * tig;
   float bmax = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < kNB; ++i) {
-    const int32_t kb = b[i] * KV_BLOCK_TOKENS + 2 * tig;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int32_t key = kb + (j & 1) + 8 * (j >> 1);
-      float x = sc[i][j] * a.scale;
-      if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
-      // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
-      sc[i][j] = key >= lo && key <= pos ? x * kLog2e : -INFINITY;
-      bmax = fmaxf(bmax, sc[i][j]);
-    }
+  for (int j = 0; j < 4; ++j) {
+    const int32_t key = kb + (j & 1) + 8 * (j >> 1);
+    float x = sc[j] * a.scale;
+    if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
+    // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
+    sc[j] = key >= lo && key <= pos ? x * kLog2e : -INFINITY;
+    bmax = fmaxf(bmax, sc[j]);
   }
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
@@ -152,30 +146,14 @@ __device__ __forceinline__ float softmax_weights_n(float (&sc)[kNB][4], const in
   const float corr = exp2_ftz(m - mref);  // 0 until the first visible key (m = -inf); 2^0 = 1 exactly
   float rs = 0.f;
 #pragma unroll
-  for (int i = 0; i < kNB; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      p[i][j] = exp2_ftz(sc[i][j] - mref);
-      rs += p[i][j];
-    }
+  for (int j = 0; j < 4; ++j) {
+    p[j] = exp2_ftz(sc[j] - mref);
+    rs += p[j];
+  }
   rs += __shfl_xor_sync(kFull, rs, 1);
   rs += __shfl_xor_sync(kFull, rs, 2);
   l = l * corr + rs;
   m = mn;
-  return corr;
-}
-
-// The step of one block b (the copies in and out vanish once inlined).
-__device__ __forceinline__ float softmax_weights(float (&sc)[4], int32_t b, int32_t pos, int32_t lo, float& m,
-                                                 float& l, const AttentionArgs& a, float (&p)[4]) {
-  const int32_t bs[1] = {b};
-  float s1[1][4] = {{sc[0], sc[1], sc[2], sc[3]}}, p1[1][4];
-  const float corr = softmax_weights_n<1>(s1, bs, pos, lo, m, l, a, p1);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s1[0][j];
-    p[j] = p1[0][j];
-  }
   return corr;
 }
 

@@ -49,6 +49,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: head dims %d/%d (tile %d x %d) unsupported (at most 256, whole tiles)",
                        kv.head_dim_k, kv.head_dim_v, kv.n_half, td));
   if (n_seqs > 65535) throw Error("backend", "invalid_argument", strfmt("cuda attention: %d sequences", n_seqs));
+  // A two-tile head (n_half = 2) runs on kD = 256 and every other head on kD <= 128: the kernels
+  // take n_half from kD (kernels/attention_tiles.cuh TileGeom::kNHalf), so the two must agree.
   const int kD = kv.n_half == 2 ? 256 : (td <= 16 ? 16 : (td <= 32 ? 32 : (td <= 64 ? 64 : 128)));
 
   // GAAC staging: a tile's slot is its fixed part plus the escape capacity (kv.slot_bytes); its

@@ -37,7 +37,9 @@ struct TileGeom {
   static constexpr int kTiles = kD > KV_TILE_MAX_DIM ? 4 : 2;  // table entries of a block: K and V halves
   // kv.n_half, known at compile time: attention.cu runs a head split in two tiles (n_half = 2,
   // tile_dim 128) on kD = 256 and every other head (n_half = 1) on kD <= 128. A tile's K/V side and
-  // half are then constants after unrolling (no selects, no indexed constant loads per tile).
+  // half are then constants after unrolling in the loaders, and in the decode where a round is one
+  // tile (kD >= 128; below, a round's sub-warps take different tiles): no selects, no indexed
+  // constant loads per tile.
   static constexpr int kNHalf = kTiles / 2;
 };
 

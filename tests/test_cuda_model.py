@@ -5,6 +5,7 @@ weights and tokens, and the GAAC cache bit-identical to the BF16 cache on the GP
 Runs on the GPU machine; skipped with the reason elsewhere.
 """
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,66 @@ c, _ = logits_run(cpu, toks, 660, 40)
 assert_close_logits(a, c)
 print("head 128 ok")
 """
+
+
+def _fnv1a32(data: bytes) -> int:
+    h = 0x811C9DC5
+    for x in data:
+        h = ((h ^ x) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def _hostile_sidecar(src: Path, dst: Path, b3: int | None, b4: int | None, capacity: int) -> Path:
+    """A copy of a GAAC calibration sidecar (layout in src/codec/gaac/sidecar.cpp) with every 3-bit
+    base set to b3 and every 4-bit base to b4 (None: kept), both escape capacities set to
+    `capacity`, and its checksum redone."""
+    b = bytearray(src.read_bytes())
+    n_layer, n_head_kv, dk, dv = struct.unpack_from("<4i", b, 24)
+    n = n_layer * n_head_kv * (dk + dv)
+    struct.pack_into("<3I", b, 52, capacity, capacity, capacity)
+    if b3 is not None:
+        b[96:96 + n] = bytes([b3]) * n
+    if b4 is not None:
+        b[96 + n:96 + 2 * n] = bytes([b4]) * n
+    struct.pack_into("<I", b, len(b) - 4, _fnv1a32(bytes(b[:-4])))
+    dst.write_bytes(bytes(b))
+    return dst
+
+
+@pytest.mark.parametrize("mix", ["raw", "4bit"])
+def test_cuda_gaac_with_a_hostile_calibration_is_bit_identical_to_bf16(tmp_path, mix):
+    # Calibration decides the ratio, never correctness (shared/spec/gaac.md). With every base 0,
+    # every group of every tile is raw (each lane 8 X bytes and 8 R records); with the 3-bit bases
+    # 0, most groups are 4-bit and the rest raw (85% / 15% here). The escape capacity is the
+    # largest a tile can use (128 channels: 1,280 bytes), so every tile is still a slot. Every lane
+    # then takes the decode's rare paths: the escape offsets' high-bit ballots
+    # (kernels/attention_tiles.cuh segment_prefix) and the raw-group repair (gaac_lane.cuh), in
+    # the prefill's shared stream (chunks of 64 tokens over encoded blocks) and in decode steps.
+    from fixtures.tiny_models import write_tiny_model
+    path = write_tiny_model(tmp_path / "h128.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2, n_embd=256,
+                            n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
+    gpu = gaacrt.Model(str(path), backend=CUDA)
+    good = tmp_path / "good.gaac"
+    gaacrt.calibrate(gaacrt.Model(str(path), backend="cpu", n_threads=4), texts=["hello world " * 200], ctx=256,
+                     out=str(good))
+    cal = _hostile_sidecar(good, tmp_path / f"{mix}.gaac", 0, 0 if mix == "raw" else None, 1280)
+    toks = [int(t) for t in np.random.default_rng(8).integers(3, gpu.n_vocab, 300)]
+
+    def run(cache):
+        s = gpu.session(n_ctx=320, cache=cache, n_ubatch=64, calibration=str(cal) if cache == "gaac" else None)
+        rows = [s.eval(toks[:280], all_logits=True)]
+        for t in toks[280:]:
+            s.eval([t])
+            rows.append(s.logits()[None])
+        return np.vstack(rows), s
+
+    a, _ = run("bf16")
+    b, s = run("gaac")
+    st = s.kv_stats()
+    assert st["k"]["tiles_encoded"] > 0 and st["v"]["tiles_encoded"] > 0
+    assert st["k"]["raw_tile_share"] == 0 and st["v"]["raw_tile_share"] == 0  # every tile a slot
+    assert np.isfinite(a).all()
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 @pytest.mark.parametrize("blocks,bulk_min", [("2", "8"), ("3", "8"), ("3", "0")], ids=["2", "3", "3-bulk"])

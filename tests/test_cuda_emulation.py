@@ -60,7 +60,8 @@ SELECTION = [
     ("test_cuda_backend.py", None, 100),
     ("test_fused_ops.py", "cuda", 60),
     ("test_cuda_lossy.py", "not model and not batched", 80),
-    ("test_cuda_model.py", "prefill_groups or (one_stream and smollm2) or (gaac_logits and smollm2) or hostile", 9),
+    ("test_cuda_model.py",
+     "prefill_groups or (one_stream and smollm2) or (gaac_logits and smollm2) or hostile", 9),
 ]
 
 

@@ -129,7 +129,8 @@ __global__ void __launch_bounds__(kThreads, kMaxD <= 128 ? 4 : 1) rotate_kernel(
         const int32_t c = 4 * (lane + 32 * u);
         x[k][u] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (r < nr && c < d)
-          x[k][u] = q16 ? *reinterpret_cast<const float4*>(src + c) : make_float4(src[c], src[c + 1], src[c + 2], src[c + 3]);
+          x[k][u] = q16 ? *reinterpret_cast<const float4*>(src + c)
+                        : make_float4(src[c], src[c + 1], src[c + 2], src[c + 3]);
       }
     }
 #pragma unroll
@@ -295,8 +296,8 @@ void attention(const KVLayerView& kv, const AttentionArgs& a, const AttnSeq* seq
   // (The tensor-core kernel reads its rotated queries from here too.)
   if (kv.format == KVFormat::E8) {
     const unsigned slices = (unsigned)((rot_rows + kSliceRows - 1) / kSliceRows);
-    launch_kernel(kv.head_dim_k <= 128 ? rotate_kernel<128> : rotate_kernel<256>, dim3(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32 * slices), kThreads, 0, stream,
-                  P);
+    const dim3 grid(kv.n_head_kv, n_seqs, (kv.head_dim_k + 31) / 32 * slices);
+    launch_kernel(kv.head_dim_k <= 128 ? rotate_kernel<128> : rotate_kernel<256>, grid, kThreads, 0, stream, P);
   }
   // Decode steps only (max_q known and small), or every sequence on the tensor cores: the
   // tensor-core kernel has them all.

@@ -62,9 +62,10 @@ namespace gaacrt::cuda::attn {
 
 constexpr int kE8Stages = 4;  // blocks in each warp's pipeline (a block's slots are 1.3 KiB at d = 128)
 
-// A warp's buffers for a pipeline of kS stages.
-template <int kD, int kS = kE8Stages>
+// A warp's buffers for a pipeline of kE8Stages stages.
+template <int kD>
 struct E8Geom {
+  static constexpr int kS = kE8Stages;
   static constexpr int kKs = kD / 32;  // int8 k-steps of a key: one code per lane each
   static constexpr int kMt = kD / 16;  // value m-tiles: one code word (16 channels) each
   static constexpr int kGroups = kD / ASYM2_VGROUP;
@@ -373,9 +374,9 @@ __device__ __forceinline__ E8ValueLane e8_value_lane() {
 }
 
 // A warp's raw-page tile (K, then V of the same block) behind its stages.
-template <int kD, int kS = kE8Stages>
+template <int kD>
 __device__ __forceinline__ uint16_t* e8_raw_tile(uint8_t* wbase) {
-  return reinterpret_cast<uint16_t*>(wbase + kS * E8Geom<kD, kS>::kStage);
+  return reinterpret_cast<uint16_t*>(wbase + kE8Stages * E8Geom<kD>::kStage);
 }
 
 // A table entry's page (raw BF16, or a released one: nullptr, read as zeros).
@@ -383,13 +384,15 @@ __device__ __forceinline__ const uint8_t* e8_page(const KVLayerView& kv, uint32_
   return e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes;
 }
 
-// One warp's ring of kS stages at wbase: the call ring(it, e) starts the copies of the warp's block
-// `it` (entries e: K, V) into stage it % kS — slots by bulk copies (sm_90; else cp.async), raw
-// pages only warmed in L2 (the math copies them when their turn comes); wait_bulk(it) returns once
-// its bulk copies have landed (its cp.async ones: the caller's cp_async_wait, by pipeline depth).
-template <int kD, int kS>
+// One warp's ring of kE8Stages (kS) stages at wbase: the call ring(it, e) starts the copies of the
+// warp's block `it` (entries e: K, V) into stage it % kS — slots by bulk copies (sm_90; else
+// cp.async), raw pages only warmed in L2 (the math copies them when their turn comes);
+// wait_bulk(it) returns once its bulk copies have landed (its cp.async ones: the caller's
+// cp_async_wait, by pipeline depth).
+template <int kD>
 struct E8Ring {
-  using Geo = E8Geom<kD, kS>;
+  using Geo = E8Geom<kD>;
+  static constexpr int kS = kE8Stages;
   static constexpr bool kBulk = GAACRT_BULK_COPY;
   const KVLayerView& kv;
   uint8_t* wbase;
@@ -468,7 +471,7 @@ __device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& 
                                           int32_t b_end, int32_t b_step, uint8_t* wbase, Block&& block) {
   constexpr int kS = kE8Stages;
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
-  const E8Ring<kD, kS> ring(kv, wbase);
+  const E8Ring<kD> ring(kv, wbase);
   EntryStream<2> es;
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
   es.template issue_first<kS>(ring);

@@ -254,7 +254,7 @@ __device__ __forceinline__ void segment_prefix(uint32_t c, uint32_t seg, uint32_
 #pragma unroll
   for (int bit = 0; bit < 4; ++bit) {
     if (bit >= bits) break;  // warp-uniform
-    const uint32_t B = __ballot_sync(kFull, (c >> bit) & 1u) & seg;
+    const uint32_t B = __ballot_sync(kFull, (c & (1u << bit)) != 0u) & seg;  // (one LOP3 to a predicate)
     before += (uint32_t)__popc(B & lt) << bit;
     total += (uint32_t)__popc(B) << bit;
   }
@@ -302,8 +302,10 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     const uint8_t* stg = (is_v ? stage_v : stage_k) + half * half_bytes;
     const uint32_t tags = slot ? *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * L.li) : 0u;
     const GaacTagMasks m = gaac_tag_masks(tags);
-    const uint32_t seg = (L.nlp == 32 ? kFull : ((1u << L.nlp) - 1u)) << (L.sub * L.nlp);
-    const bool seg_bad = (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
+    // A tile of more than 64 columns (kD >= 128: attention.cu) has more than 16 decoders: the
+    // segment is the whole warp, known at compile time (no masking of the ballots).
+    const uint32_t seg = kD >= 128 ? kFull : (L.nlp == 32 ? kFull : ((1u << L.nlp) - 1u)) << (L.sub * L.nlp);
+    const bool seg_bad = kD >= 128 ? __any_sync(kFull, m.bad != 0) : (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
     // X bytes and R records before each lane of the segment, and the segment's totals, by one
     // ballot per bit of the lane counts (0..8) — independent votes, not a shuffle chain. A lane
     // mostly has 0-3 X bytes (about a tenth of the groups are 4-bit) and at most one R record (raw

@@ -6,7 +6,8 @@
 // Cost model (bench/gaac_decode_sass.cu counts the SASS): every group takes the same lean,
 // predicated path, and only the rare raw groups branch.
 //   * every group: e = base + (low3 | bit3 << 3), base = b4 when the tag is 1 or 2, else b3 (one
-//     select); a raw group (tag 2) is therefore decoded wrong here and repaired below.
+//     multiply-add: the integer multiply runs on the FMA pipe, beside the logic ops' ALU pipe);
+//     a raw group (tag 2) is therefore decoded wrong here and repaired below.
 //   * X bytes: a lane's X bytes are consecutive in the X stream (lane-major group order), so two
 //     unaligned 4-byte reads fetch those of groups 0..3 and 4..7, and one PRMT per 4 groups puts
 //     each group's X byte in its byte lane (selector = prefix count of the groups with escapes,
@@ -89,6 +90,17 @@ GAAC_LANE_HD void lane_st128(uint16_t* p, GaacW4 v) {
 #endif
 }
 
+// a * b + c (mod 2^32) as an IMAD, which the compiler would not turn into a select: a is 0 or -1.
+GAAC_LANE_HD uint32_t lane_imad(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  return a * b + c;
+#endif
+}
+
 // 4 bytes from byte offset o of a 4-byte-aligned stream (two aligned reads and a funnel shift).
 GAAC_LANE_HD uint32_t lane_ld32_unaligned(const uint8_t* base, uint32_t o) {
   const uint8_t* p = base + (o & ~3u);
@@ -107,9 +119,20 @@ GAAC_LANE_HD uint32_t lane_mux_c(uint32_t a, uint32_t b) {
 #endif
 }
 
+// x >> 1 as the high word of x * 2^31: an IMAD.HI, on the FMA pipe instead of the ALU's.
+GAAC_LANE_HD uint32_t lane_shr1(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("mul.hi.u32 %0, %1, 0x80000000;" : "=r"(d) : "r"(x));
+  return d;
+#else
+  return x >> 1;
+#endif
+}
+
 // gaac_bf16x4 (codec/gaac/gaac_format.h) in 6 instructions: 2 shifts, 2 LOP3, 2 PRMT.
 GAAC_LANE_HD GaacU32x2 lane_bf16x4(uint32_t sm, uint32_t e) {
-  const uint32_t hb = lane_mux_c<0x80808080u>(e >> 1, sm);  // s | e >> 1
+  const uint32_t hb = lane_mux_c<0x80808080u>(lane_shr1(e), sm);  // s | e >> 1
   const uint32_t lb = lane_mux_c<0x80808080u>(sm, e << 7);  // (e & 1) << 7 | m
   return GaacU32x2{lane_prmt(lb, hb, 0x5140u), lane_prmt(lb, hb, 0x7362u)};
 }
@@ -150,7 +173,10 @@ GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint3
   // (the other copies and their carries stay off those bits), and a sign-replicating PRMT turns
   // it into a whole-word mask m, base = b3 ^ ((b3 ^ b4) & m).
   const uint32_t hw[2] = {(hx & 0x55u) * 0x02082080u, ((hx >> 8) & 0x55u) * 0x02082080u};
-  const GaacU32x2 x34{b3.lo ^ b4.lo, b3.hi ^ b4.hi};
+  // The base by a multiply (the FMA pipe; the integer ALU pipe is the one the decode fills):
+  // e = b3 + c + m * (b3 - b4) with m = 0 or -1 is b3 + c or b4 + c, exactly, in 32-bit modular
+  // arithmetic — the borrows of b3 - b4 between byte lanes cancel, and b4 + c has no carries.
+  const GaacU32x2 d34{b3.lo - b4.lo, b3.hi - b4.hi};
   uint16_t* out = dst + 8 * gcol + 2 * h * row;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -163,9 +189,9 @@ GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint3
       const uint32_t nlo = lane_prmt(xl[q], 0u, 0x4440u | (uint32_t)k), nhi = lane_prmt(xh[q], 0u, 0x4440u | (uint32_t)k);
       const uint32_t c_lo = low3.lo | ((nlo * 0x01020408u) & 0x08080808u);
       const uint32_t c_hi = low3.hi | ((nhi * 0x01020408u) & 0x08080808u);
-      const uint32_t base_lo = b3.lo ^ (x34.lo & m), base_hi = b3.hi ^ (x34.hi & m);
-      const GaacU32x2 p = lane_bf16x4(jj ? sm.z : sm.x, base_lo + c_lo);
-      const GaacU32x2 r = lane_bf16x4(jj ? sm.w : sm.y, base_hi + c_hi);
+      const uint32_t e_lo = lane_imad(m, d34.lo, b3.lo + c_lo), e_hi = lane_imad(m, d34.hi, b3.hi + c_hi);
+      const GaacU32x2 p = lane_bf16x4(jj ? sm.z : sm.x, e_lo);
+      const GaacU32x2 r = lane_bf16x4(jj ? sm.w : sm.y, e_hi);
       lane_st128(out + (4 * i + jj) * row, GaacW4{p.lo, p.hi, r.lo, r.hi});
     }
   }

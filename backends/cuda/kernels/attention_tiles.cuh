@@ -183,6 +183,28 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacStag
   constexpr int kT = TileGeom<kD>::kTiles;
   const int32_t td = kv.tile_dim;
   if (bar != nullptr) {
+    // The usual block: every tile a slot of a layer whose slots copy whole. One straight path, and
+    // no proxy fence: a layer's staging is written by bulk copies only (raw pages and empty tiles
+    // never land there), and the generic proxy only reads it, each read consumed by the decode
+    // before the __syncwarp that precedes this issue — there is no generic write to order.
+    bool usual = gs.whole(0) && gs.whole(1);
+#pragma unroll
+    for (int t = 0; t < kT; ++t) usual = usual && kv_entry_is_slot(ent[t]);
+    if (usual) {
+      if (lane == 0) {
+        uint32_t bytes = 0;
+#pragma unroll
+        for (int t = 0; t < kT; ++t) bytes += gs.staged(t >= TileGeom<kD>::kNHalf);
+        mbar_expect_tx(bar, bytes);
+#pragma unroll
+        for (int t = 0; t < kT; ++t) {
+          const int32_t is_v = t >= TileGeom<kD>::kNHalf, half = is_v ? t - TileGeom<kD>::kNHalf : t;
+          bulk_copy((is_v ? stage_v : stage_k) + half * half_bytes, kv_entry_ptr(kv, ent[t], is_v), gs.staged(is_v),
+                    bar);
+        }
+      }
+      return;
+    }
     fence_proxy_async();
     uint32_t bytes = 0;
 #pragma unroll

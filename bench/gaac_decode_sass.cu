@@ -22,7 +22,8 @@ __global__ void k_decode(const uint32_t* in) {
   extern __shared__ __align__(16) uint8_t sm[];
   const int li = threadIdx.x;
   const GaacU32x2 b3{in[0], in[1]}, b4{in[2], in[3]};
-  decode_gaac_lane(sm, 128, li, in[4 + li], in[40 + li], b3, b4, reinterpret_cast<uint16_t*>(sm + 8192), 136);
+  decode_gaac_lane(sm, 128, li, gaac_lane_tags(sm, 128, li), in[4 + li], in[40 + li], b3, b4,
+                   reinterpret_cast<uint16_t*>(sm + 8192), 136);
 }
 
 __global__ void k_frame(const uint32_t* in) {

@@ -58,7 +58,8 @@ int main() {
           const int g = l % gaac_group_cols(d);
           const GaacU32x2 w3{gaac_ld32(&b3[8 * g]), gaac_ld32(&b3[8 * g + 4])};
           const GaacU32x2 w4{gaac_ld32(&b4[8 * g]), gaac_ld32(&b4[8 * g + 4])};
-          cuda::attn::decode_gaac_lane(slot.data(), d, l, xo, ro, w3, w4, out.data(), row);
+          cuda::attn::decode_gaac_lane(slot.data(), d, l, cuda::attn::gaac_lane_tags(slot.data(), d, l), xo, ro, w3, w4,
+                                        out.data(), row);
           xo += gaac_popc(m.x);
           ro += 4u * gaac_popc(m.raw);
         }

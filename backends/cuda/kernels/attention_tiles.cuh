@@ -322,7 +322,7 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     const uint32_t e = active ? ents[ti] : KV_ENTRY_EMPTY;
     const bool slot = active && kv_entry_is_slot(e);
     const uint8_t* stg = (is_v ? stage_v : stage_k) + half * half_bytes;
-    const uint32_t tags = slot ? *reinterpret_cast<const uint16_t*>(stg + gaac_tags_offset(td) + 2 * L.li) : 0u;
+    const uint32_t tags = slot ? gaac_lane_tags(stg, td, L.li) : 0u;
     const GaacTagMasks m = gaac_tag_masks(tags);
     // A tile of more than 64 columns (kD >= 128: attention.cu) has more than 16 decoders: the
     // segment is the whole warp, known at compile time (no masking of the ballots).
@@ -342,7 +342,7 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     uint16_t* dst = is_v ? vt : kt;
     if (slot && !bad) {
       const GaacU32x2 w3 = b3[rd], w4 = b4[rd];
-      decode_gaac_lane(stg, td, L.li, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
+      decode_gaac_lane(stg, td, L.li, tags, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
     } else if (active && !slot) {  // raw page (newest block, or a tile that did not fit) or empty
       copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, td, half * td,
                          dst, L.li, L.nl);

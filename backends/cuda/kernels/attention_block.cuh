@@ -129,17 +129,27 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 __device__ __forceinline__ float softmax_weights(float (&sc)[4], int32_t b, int32_t pos, int32_t lo, float& m,
                                                  float& l, const AttentionArgs& a, float (&p)[4]) {
   const int tig = threadIdx.x & 3;
-  const int32_t kb = b * KV_BLOCK_TOKENS + 2 * tig;
+  const int32_t b0 = b * KV_BLOCK_TOKENS, kb = b0 + 2 * tig;
+  // Every key of the block visible to this row (all blocks of a decode step but the newest and,
+  // with a sliding window, the oldest): no per-key mask.
+  const bool all_visible = b0 >= lo && b0 + KV_BLOCK_TOKENS - 1 <= pos;
   float bmax = -INFINITY;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int32_t key = kb + (j & 1) + 8 * (j >> 1);
     float x = sc[j] * a.scale;
     if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
-    // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
-    sc[j] = key >= lo && key <= pos ? x * kLog2e : -INFINITY;
-    bmax = fmaxf(bmax, sc[j]);
+    sc[j] = x * kLog2e;
   }
+  if (!all_visible) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int32_t key = kb + (j & 1) + 8 * (j >> 1);
+      // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
+      if (key < lo || key > pos) sc[j] = -INFINITY;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) bmax = fmaxf(bmax, sc[j]);
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
   const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;

@@ -62,18 +62,45 @@ __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
   return (stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4 + 15) & ~15u;  // keeps warps 16-aligned
 }
 
+// This lane's GAAC bases (gaac_lanes_of: the tiles of its rounds, its group column): two
+// dependent loads (the layer's base pointers, then the bytes), so the decode path makes them
+// after its first copies are out (run_rows), not ahead of them: ~1 µs off every launch's ramp.
+template <int kD>
+__device__ __forceinline__ void load_gaac_bases(const KernelArgs& P, int32_t kvh, const GaacLanes& GL,
+                                                GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                                GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
+  const KVLayerView& kv = P.kv;
+  const GaacKVLayer* st = static_cast<const GaacKVLayer*>(kv.codec);
+  const int32_t td = kv.tile_dim;
+#pragma unroll
+  for (int rd = 0; rd < TileGeom<kD>::kRounds; ++rd) {
+    const int ti = rd * GL.nsub + GL.sub;
+    const int32_t is_v = ti >= kv.n_half, half = is_v ? ti - kv.n_half : ti;
+    // Before calibration a GAAC cache has no slots and no bases (null pointers): nothing to load.
+    if (rd < GL.rounds && ti < 2 * kv.n_half && GL.li < GL.nl && P.half_bytes != 0 &&
+        st->bases[is_v][0] != nullptr && st->bases[is_v][1] != nullptr) {
+      const int64_t off =
+          (int64_t)kvh * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (GL.li % gaac_group_cols(td));
+      b3[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
+      b4[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
+    }
+  }
+}
+
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
 // below b_end: leaves this lane's row state (parts not yet summed) in o, m, l.
 // pdl_wait: this warp waits for the previous kernel (PDL) here, after issuing the copies of its
 // first blocks that lie before the first block this step writes (pos0 / 16): the sequence, the
 // table and those blocks were written before the step began, so the copies overlap the previous
-// kernel (rope_store, which writes q and the new token's K/V) instead of following it.
+// kernel (rope_store, which writes q and the new token's K/V) instead of following it. The
+// decode path (pdl_wait) also loads GAAC's bases here, after those copies (load_gaac_bases);
+// the prefill paths pass them loaded.
 template <int kD, bool kGaac, int kB>
 __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                          int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
                                          bool pdl_wait, uint8_t* wbase, const GaacLanes& GL,
-                                         const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
-                                         const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
+                                         GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
+                                         GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
                                          float& m, float& l) {
   constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB), kT = TileGeom<kD>::kTiles;
   const KVLayerView& kv = P.kv;
@@ -131,6 +158,8 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   }
   uint32_t qa[kD / 16][4];  // q is the previous kernel's output: after the wait
   query_fragments<kD>(P.q + tr.q_off, tr.valid, dk, qa);
+  if constexpr (kGaac)
+    if (pdl_wait) load_gaac_bases<kD>(P, kvh, GL, b3, b4);
   for (int32_t it = 0; it < n_iter; ++it) {
     es.template issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
@@ -251,31 +280,18 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     __syncwarp();
   }
 
-  // GAAC: this lane's decode assignment and its bases (8 b3 + 8 b4 bytes per tile it decodes).
+  // GAAC: this lane's decode assignment and its bases (8 b3 + 8 b4 bytes per tile it decodes;
+  // the decode path loads them in run_rows, once its first copies are out).
   GaacLanes GL = {};
   GaacU32x2 b3[kR], b4[kR];
 #pragma unroll
   for (int rd = 0; rd < kR; ++rd) b3[rd] = b4[rd] = GaacU32x2{0u, 0u};
-  if constexpr (kGaac) {
-    const GaacKVLayer* st = static_cast<const GaacKVLayer*>(kv.codec);
-    GL = gaac_lanes_of(td, kv.n_half, lane);
-#pragma unroll
-    for (int rd = 0; rd < kR; ++rd) {
-      const int ti = rd * GL.nsub + GL.sub;
-      const int32_t is_v = ti >= kv.n_half, half = is_v ? ti - kv.n_half : ti;
-      // Before calibration a GAAC cache has no slots and no bases (null pointers): nothing to load.
-      if (rd < GL.rounds && ti < 2 * kv.n_half && GL.li < GL.nl && P.half_bytes != 0 &&
-          st->bases[is_v][0] != nullptr && st->bases[is_v][1] != nullptr) {
-        const int64_t off = (int64_t)kvh * (is_v ? dv : dk) + half * td + 8 * (GL.li % gaac_group_cols(td));
-        b3[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
-        b4[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
-      }
-    }
-  }
+  if constexpr (kGaac) GL = gaac_lanes_of(td, kv.n_half, lane);
 
   float o[kD / 8][4], oc[kD / 8][2], m, l;
   if (n_rows > kRowsPerGroup) {
     // ---- prefill-sized: row groups of 64 (attention_wide.cuh) or 16, one M-tile per warp ----
+    if constexpr (kGaac) load_gaac_bases<kD>(P, kvh, GL, b3, b4);
     pdl_begin();
     if constexpr (kShared) {
       zero_shared_padding<kD, kGaac, kB>(smem, kGaac ? kv.n_half * P.half_bytes : kTileBytes, d);

@@ -35,6 +35,15 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
+// Commits this thread's outstanding cp.async copies as a group and waits for all of them.
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(GAACRT_CUDA_EMULATION)
+  gaacrt_cuda_emu::cp_async_commit();
+  gaacrt_cuda_emu::cp_async_wait(0);
+#else
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void prefetch_l2(const void* p) {
 #if !defined(GAACRT_CUDA_EMULATION)
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));

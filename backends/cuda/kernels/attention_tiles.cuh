@@ -246,16 +246,25 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacStag
   }
 }
 
-// Copies (or zeroes, src == nullptr) a raw [16][td] page into rows at column col0; lanes li of nl.
+// Copies (or zeroes, src == nullptr) a raw [16][td] page into rows at column col0; lanes li of nl;
+// returns when the rows are written. By cp.async, then a wait for all of this thread's copies: one
+// trip to L2 (where issue time put the page) for the whole page, and no registers. (Plain loads
+// and stores ran the lane's 8 trips in series — the compiler cannot move a global load above a
+// shared store through generic pointers: ~8 µs for a GAAC cache's newest block or an E8 window
+// block, most of what a short-context step spent beyond BF16's. Loads batched into registers
+// spilled in the GAAC kernel.) The wait also completes any cp.async this thread has in flight for
+// later blocks (slots of a layer that does not copy whole): early, never wrong — the pipeline's
+// cp.async.wait_group counts only what is still pending.
 template <int kD>
 __device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, int32_t col0, uint16_t* dst, int li,
                                                int nl) {
   const int n = 2 * td;  // 16-byte chunks
   for (int c = li; c < n; c += nl) {
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (src) v = *reinterpret_cast<const uint4*>(src + 16 * c);
-    *reinterpret_cast<uint4*>(dst + chunk_dst<kD>(c, td, col0)) = v;
+    uint16_t* d = dst + chunk_dst<kD>(c, td, col0);
+    if (src != nullptr) cp_async16(d, src + 16 * c, 16);
+    else *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
   }
+  cp_async_wait_all();
 }
 
 __device__ __forceinline__ uint32_t lanemask_lt() {

@@ -64,7 +64,7 @@ __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
 
 // This lane's GAAC bases (gaac_lanes_of: the tiles of its rounds, its group column): two
 // dependent loads (the layer's base pointers, then the bytes), so the decode path makes them
-// after its first copies are out (run_rows), not ahead of them: ~1 µs off every launch's ramp.
+// after its first copies are out (run_rows), not ahead of them and of the table entries.
 template <int kD>
 __device__ __forceinline__ void load_gaac_bases(const KernelArgs& P, int32_t kvh, const GaacLanes& GL,
                                                 GaacU32x2 (&b3)[TileGeom<kD>::kRounds],

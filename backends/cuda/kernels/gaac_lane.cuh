@@ -130,7 +130,8 @@ GAAC_LANE_HD uint32_t lane_shr1(uint32_t x) {
 #endif
 }
 
-// gaac_bf16x4 (codec/gaac/gaac_format.h) in 6 instructions: 2 shifts, 2 LOP3, 2 PRMT.
+// gaac_bf16x4 (codec/gaac/gaac_format.h) in 6 instructions: 2 shifts (one a multiply-high), 2 LOP3,
+// 2 PRMT.
 GAAC_LANE_HD GaacU32x2 lane_bf16x4(uint32_t sm, uint32_t e) {
   const uint32_t hb = lane_mux_c<0x80808080u>(lane_shr1(e), sm);  // s | e >> 1
   const uint32_t lb = lane_mux_c<0x80808080u>(sm, e << 7);  // (e & 1) << 7 | m
@@ -176,7 +177,7 @@ GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint3
   const uint32_t xh[2] = {(xb0 >> 4) & 0x0F0F0F0Fu, (xb1 >> 4) & 0x0F0F0F0Fu};
   // Bit 7 of byte k of hw[q] = "group 4q + k has an X byte": h * 0x02082080 moves bit 2k to 8k + 7
   // (the other copies and their carries stay off those bits), and a sign-replicating PRMT turns
-  // it into a whole-word mask m, base = b3 ^ ((b3 ^ b4) & m).
+  // it into a whole-word mask m (0, or -1 for a group with an X byte), which picks the base below.
   const uint32_t hw[2] = {(hx & 0x55u) * 0x02082080u, ((hx >> 8) & 0x55u) * 0x02082080u};
   // The base by a multiply (the FMA pipe; the integer ALU pipe is the one the decode fills):
   // e = b3 + c + m * (b3 - b4) with m = 0 or -1 is b3 + c or b4 + c, exactly, in 32-bit modular

@@ -90,17 +90,6 @@ GAAC_LANE_HD void lane_st128(uint16_t* p, GaacW4 v) {
 #endif
 }
 
-// a * b + c (mod 2^32) as an IMAD, which the compiler would not turn into a select: a is 0 or -1.
-GAAC_LANE_HD uint32_t lane_imad(uint32_t a, uint32_t b, uint32_t c) {
-#if defined(__CUDA_ARCH__)
-  uint32_t d;
-  asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-#else
-  return a * b + c;
-#endif
-}
-
 // 4 bytes from byte offset o of a 4-byte-aligned stream (two aligned reads and a funnel shift).
 GAAC_LANE_HD uint32_t lane_ld32_unaligned(const uint8_t* base, uint32_t o) {
   const uint8_t* p = base + (o & ~3u);
@@ -195,7 +184,7 @@ GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint3
       const uint32_t nlo = lane_prmt(xl[q], 0u, 0x4440u | (uint32_t)k), nhi = lane_prmt(xh[q], 0u, 0x4440u | (uint32_t)k);
       const uint32_t c_lo = low3.lo | ((nlo * 0x01020408u) & 0x08080808u);
       const uint32_t c_hi = low3.hi | ((nhi * 0x01020408u) & 0x08080808u);
-      const uint32_t e_lo = lane_imad(m, d34.lo, b3.lo + c_lo), e_hi = lane_imad(m, d34.hi, b3.hi + c_hi);
+      const uint32_t e_lo = m * d34.lo + (b3.lo + c_lo), e_hi = m * d34.hi + (b3.hi + c_hi);
       const GaacU32x2 p = lane_bf16x4(jj ? sm.z : sm.x, e_lo);
       const GaacU32x2 r = lane_bf16x4(jj ? sm.w : sm.y, e_hi);
       lane_st128(out + (4 * i + jj) * row, GaacW4{p.lo, p.hi, r.lo, r.hi});

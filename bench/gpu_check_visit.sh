@@ -43,6 +43,14 @@
 #            AB_DEPTHS, default 0) and the SmolLM2 shape's graph decode (not a default stage). E.g. the
 #            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
 #            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs)
+#   rev      code against code in one visit (the last stage run): REV_CMD (default: the decode
+#            attention table at 32K-128K) on the tree as carried, then on the tree with REV_DIR laid
+#            over it — a folder holding other versions of some files at their repository paths,
+#            made here with `git archive REV PATH... | tar -x -C .ab` and carried (.ab is ignored by
+#            git) — rebuilt incrementally (~45 s for a few kernel headers on 16 cores); REV_ROUNDS
+#            such pairs (default 1); the carried files are put back. Not a default stage. E.g.
+#            carry ".ab" and run STAGES="build rev" REV_DIR=.ab. (The thirteenth session timed its
+#            GAAC decode cuts this way against 27400a0's two headers.)
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out
@@ -54,9 +62,14 @@ PY=${PYTHON:-python3}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 gguf_wheel "$PY"
+# One build folder for the visit, so that the rev stage's rebuilds are incremental.
+build_tree() {
+  MAX_JOBS=16 CMAKE_BUILD_PARALLEL_LEVEL=16 "$PY" -m pip install -q --no-build-isolation --no-deps \
+    -Cbuild-dir="${BUILD_DIR:-/tmp/skb-visit}" . || { echo "build failed"; exit 1; }
+}
 if has build; then
   stage "build"
-  MAX_JOBS=16 CMAKE_BUILD_PARALLEL_LEVEL=16 "$PY" -m pip install -q --no-build-isolation --no-deps . || { echo "build failed"; exit 1; }
+  build_tree
 fi
 if has tests; then
   stage "CUDA tests"
@@ -159,5 +172,32 @@ if has q4k; then
   for M in "$MODEL" "$K_MODEL"; do
     timeout 120 "$PY" bench/cuda_e2e.py "$M" --caches bf16 --depths 0 --pp 0 --kv-budget-gib 0 2>&1 | grep -E "^\| 0 \|"
   done
+fi
+if has rev; then
+  [ -d "${REV_DIR:-}" ] || { echo "rev: REV_DIR (${REV_DIR:-unset}) is not a folder"; exit 1; }
+  REV_CMD=${REV_CMD:-"$PY bench/cuda_attention.py --kv synthetic --ctx 32768,65536,131072 --batch 1 --lossy e8"}
+  mapfile -t REV_FILES < <(cd "$REV_DIR" && find . -type f | sed 's|^\./||' | sort)
+  REV_KEEP=$(mktemp -d)
+  for f in "${REV_FILES[@]}"; do  # the carried versions, put back at the end
+    [ -f "$f" ] || { echo "rev: $f is not in the tree"; exit 1; }
+    mkdir -p "$REV_KEEP/$(dirname "$f")" && cp "$f" "$REV_KEEP/$f"
+  done
+  echo "rev: ${#REV_FILES[@]} files from $REV_DIR: ${REV_FILES[*]}"
+  for ((i = 0; i < ${REV_ROUNDS:-1}; ++i)); do
+    for side in carried "$REV_DIR"; do
+      stage "rev: the tree with $side's files"
+      # Plain cp, never cp -p: a file put back with its old mtime would look older than the object
+      # built from the other version, and the build would keep that object.
+      if [ "$i$side" != 0carried ] || ! has build; then
+        for f in "${REV_FILES[@]}"; do
+          if [ "$side" = carried ]; then cp "$REV_KEEP/$f" "$f"; else cp "$REV_DIR/$f" "$f"; fi
+        done
+        build_tree
+      fi  # (else the build stage built the carried tree just now)
+      eval "$REV_CMD"
+    done
+  done
+  for f in "${REV_FILES[@]}"; do cp "$REV_KEEP/$f" "$f"; done
+  echo "rev: the carried files are back (the installed build is $REV_DIR's)"
 fi
 stage "done"

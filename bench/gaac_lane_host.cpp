@@ -46,20 +46,19 @@ int main() {
         const uint32_t cap = gaac_max_escape_bytes(d);
         std::vector<uint8_t> slot(gaac_slot_bytes(d, cap) + 64, 0xA5);
         if (gaac_encode_tile(raw.data(), d, d, b3.data(), b4.data(), cap, slot.data()) < 0) return 2;
-        const uint8_t* tp = slot.data() + gaac_tags_offset(d);
         uint32_t n_x = 0;
         for (int l = 0; l < gaac_lanes(d); ++l)
-          n_x += gaac_popc(gaac_tag_masks((uint32_t)tp[2 * l] | ((uint32_t)tp[2 * l + 1] << 8)).x);
+          n_x += gaac_popc(gaac_tag_masks(gaac_lane_tags(slot.data(), d, l)).x);
         const int row = d + 8;
         std::vector<uint16_t> out(16 * row, 0xDEAD);
         uint32_t xo = 0, ro = n_x;
         for (int l = 0; l < gaac_lanes(d); ++l) {
-          const GaacTagMasks m = gaac_tag_masks((uint32_t)tp[2 * l] | ((uint32_t)tp[2 * l + 1] << 8));
+          const uint32_t tags = gaac_lane_tags(slot.data(), d, l);
+          const GaacTagMasks m = gaac_tag_masks(tags);
           const int g = l % gaac_group_cols(d);
           const GaacU32x2 w3{gaac_ld32(&b3[8 * g]), gaac_ld32(&b3[8 * g + 4])};
           const GaacU32x2 w4{gaac_ld32(&b4[8 * g]), gaac_ld32(&b4[8 * g + 4])};
-          cuda::attn::decode_gaac_lane(slot.data(), d, l, cuda::attn::gaac_lane_tags(slot.data(), d, l), xo, ro, w3, w4,
-                                        out.data(), row);
+          cuda::attn::decode_gaac_lane(slot.data(), d, l, tags, xo, ro, w3, w4, out.data(), row);
           xo += gaac_popc(m.x);
           ro += 4u * gaac_popc(m.raw);
         }

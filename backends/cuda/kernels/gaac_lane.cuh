@@ -139,16 +139,10 @@ GAAC_LANE_HD uint32_t lane_x_bytes(uint32_t t8, uint32_t xq) {
   return lane_prmt(xq, 0u, sel);
 }
 
-// Lane li's 16 tag bits (2 per group) in a staged slot.
-GAAC_LANE_HD uint32_t gaac_lane_tags(const uint8_t* stg, int32_t td, int li) {
-  const uint8_t* pt = stg + gaac_tags_offset(td) + 2 * li;
-  return (uint32_t)pt[0] | ((uint32_t)pt[1] << 8);
-}
-
 // Lane li of a tile's td/4 decoders: its 8 groups (tokens 4i + 2h + jj, column gcol) from the
-// staged slot into rows (`row` elements apart). tags: its tag bits (gaac_lane_tags, which the
-// caller has read for the escape offsets); xo / ro: its first X byte and R record in the escape
-// area. Reads up to 8 bytes past the lane's last X byte (inside the caller's shared buffers;
+// staged slot into rows (`row` elements apart). tags: its tag bits (gaac_format.h gaac_lane_tags,
+// which the caller has read for the escape offsets); xo / ro: its first X byte and R record in the
+// escape area. Reads up to 8 bytes past the lane's last X byte (inside the caller's shared buffers;
 // those bytes are never used).
 GAAC_LANE_HD void decode_gaac_lane(const uint8_t* stg, int32_t td, int li, uint32_t tags, uint32_t xo, uint32_t ro,
                                    GaacU32x2 b3, GaacU32x2 b4, uint16_t* dst, int row) {

@@ -119,6 +119,11 @@ GAACRT_HD uint32_t gaac_code_word_offset(int32_t d, int32_t lane, int32_t w) {
   return w < 4 ? gaac_codes_a_offset(d) + 16u * (uint32_t)lane + 4u * (uint32_t)w
                : gaac_codes_b_offset(d) + 8u * (uint32_t)lane + 4u * (uint32_t)(w - 4);
 }
+// Lane `lane`'s 16 tag bits (2 per group, group j at bits 2j..2j+1) in a slot.
+GAACRT_HD uint32_t gaac_lane_tags(const GAACRT_DEVICE uint8_t* slot, int32_t d, int32_t lane) {
+  const GAACRT_DEVICE uint8_t* p = slot + gaac_tags_offset(d) + 2 * lane;
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+}
 
 // ---- bit helpers --------------------------------------------------------------------------------
 GAACRT_HD uint32_t gaac_popc(uint32_t x) {
@@ -444,8 +449,7 @@ GAACRT_HD void gaac_decode_lane(const GAACRT_DEVICE uint8_t* slot, int32_t d, in
   const GaacU32x2 w4 = {gaac_ld32(b4 + 8 * g), gaac_ld32(b4 + 8 * g + 4)};
   uint32_t w[6];
   for (int32_t k = 0; k < 6; ++k) w[k] = gaac_ld32(slot + gaac_code_word_offset(d, l, k));
-  const GAACRT_DEVICE uint8_t* tp = slot + gaac_tags_offset(d) + 2 * l;
-  const uint32_t tags = (uint32_t)tp[0] | ((uint32_t)tp[1] << 8);
+  const uint32_t tags = gaac_lane_tags(slot, d, l);
   for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {
     const uint32_t tag = (tags >> (2 * j)) & 3u;
     const int32_t t = 4 * (j >> 1) + 2 * h + (j & 1);

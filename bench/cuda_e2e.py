@@ -66,8 +66,12 @@ def tokens(rng, n_vocab: int, n: int) -> list[int]:
     return [int(t) for t in rng.integers(3, min(n_vocab, 128000), n)]
 
 
+RAW_WINDOW = -1  # --raw-window: compressing caches' newest tokens kept raw (-1: the format's own)
+
+
 def make_context(m, cache: str, n_ctx: int, n_seq_max: int = 1, budget: int = 0):
-    return _core().Context(m._m, n_ctx=n_ctx, n_seq_max=n_seq_max, cache=cache, budget_bytes=budget)
+    kw = {"raw_window": RAW_WINDOW} if cache != "bf16" else {}
+    return _core().Context(m._m, n_ctx=n_ctx, n_seq_max=n_seq_max, cache=cache, budget_bytes=budget, **kw)
 
 
 def fill(c, prompt: list[int], depth: int):
@@ -309,10 +313,14 @@ def main() -> None:
     ap.add_argument("--kv-budget-gib", type=float, default=20.0, help="equal-memory budget (0: skip)")
     ap.add_argument("--budget-depth", type=int, default=65536)
     ap.add_argument("--max-seqs", type=int, default=16)
+    ap.add_argument("--raw-window", type=int, default=-1,
+                    help="compressing caches: newest tokens kept raw BF16 (-1: each format's own)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--report", metavar="OURS_JSON", help="only print the tables of an earlier run")
     ap.add_argument("--llama-json", help="llama-bench -o json output to compare against")
     args = ap.parse_args()
+    global RAW_WINDOW
+    RAW_WINDOW = args.raw_window
     if args.report:
         report(json.loads(Path(args.report).read_text()), args.llama_json)
         return

@@ -147,6 +147,9 @@ typedef struct gaacrt_session_params {
   int32_t e8_center;            /* E8 key centering, not in the paper: 0 off (default); 1 global: keys coded as
                                  * (k - mean) / sqrt(std) per channel; 2 block: each 16-token block's own mean
                                  * stored and subtracted, channels scaled (CPU only, 100 B per token-head at d = 128) */
+  int32_t raw_window;           /* compressing formats: the newest raw_window tokens (and up to 15 more: blocks
+                                 * are compressed whole) stay raw BF16; -1 (default) = the format's own: 128 for
+                                 * gaac, e8 and kivi2, 0 for q8 */
 } gaacrt_session_params;
 
 GAACRT_API gaacrt_session_params gaacrt_session_default_params(void);

@@ -209,3 +209,39 @@ def test_raw_sink_is_checked(smollm):
         smollm.session(n_ctx=64, cache="gaac", raw_sink=16)
     with pytest.raises(gaacrt.GaacrtError, match="raw_sink"):
         smollm.session(n_ctx=64, cache="e8", raw_sink=-1)
+
+
+@pytest.mark.parametrize("fmt,window", [("e8", 0), ("e8", 64), ("q8", 32)])
+def test_raw_window_keeps_the_newest_blocks_raw(smollm, fmt, window):
+    # A block is compressed once all of it is older than the window: 300 tokens and a window of
+    # 128 leave blocks 0-9 compressed (160 tokens) and 10-18 raw.
+    toks = text(smollm, 300)
+    s = smollm.session(n_ctx=512, cache=fmt, raw_window=window)
+    s.eval(toks)
+    st = s.kv_stats()
+    per_block = 30 * 3
+    ready = (300 - window) // 16
+    assert st["k"]["tiles_encoded"] == ready * per_block
+    assert st["tiles_raw"] == (19 - ready) * per_block * 2
+
+
+def test_gaac_raw_window_keeps_the_logits_and_compresses_past_it(smollm):
+    # GAAC is lossless: with its newest 128 tokens raw (CPU tg at a short context ~+10%, bench
+    # notes in the README) every logit is the BF16 cache's, bit for bit, in prefill chunks and in
+    # decode steps across the block boundaries where tiles leave the window.
+    toks = text(smollm, 300)
+    ref = smollm.session(n_ctx=512, n_ubatch=64)
+    s = smollm.session(n_ctx=512, cache="gaac", n_ubatch=64, raw_window=128)
+    assert np.array_equal(ref.eval(toks[:256], all_logits=True), s.eval(toks[:256], all_logits=True))
+    for t in toks[256:300]:
+        assert np.array_equal(ref.eval([t]), s.eval([t]))
+    k = s.kv_stats()["k"]  # (a tile that does not fit its slot stays raw: a fallback)
+    assert k["tiles_encoded"] + k["tiles_raw_fallback"] == (300 - 128) // 16 * 30 * 3
+    assert k["tiles_encoded"] > 0
+
+
+def test_raw_window_is_checked(smollm):
+    with pytest.raises(gaacrt.GaacrtError, match="raw_window"):
+        smollm.session(n_ctx=64, cache="bf16", raw_window=16)
+    with pytest.raises(gaacrt.GaacrtError, match="raw_window"):
+        smollm.session(n_ctx=64, cache="gaac", raw_window=-2)

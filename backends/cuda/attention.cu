@@ -153,8 +153,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // order, so the live splits (the first ones; a short context in a session sized for a long one
   // leaves the rest empty) spread over every multiprocessor before any takes a second.
   const bool head_fastest = e8 || (args.max_q > 0 && max_rows <= attn::kRowsPerGroup);
-  // Decode-sized sequences: BF16 pages and GAAC slots by bulk copy only for warps streaming at least
-  // this many blocks (kernels/attention_mma.cuh run_rows says why); GAACRT_CUDA_BULK_MIN_BLOCKS sets it.
+  // BF16 pages by bulk copy only for warps streaming at least this many blocks (kernels/attention_mma.cuh
+  // run_rows says why); GAACRT_CUDA_BULK_MIN_BLOCKS sets it.
   static const int bulk_min = [] {
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;

@@ -69,6 +69,18 @@ __device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], cons
   }
 }
 
+// Whether any of the sequence's visible blocks of kv-head kvh holds a compressed K tile (block-
+// uniform). From the newest block back, kThreads entries at a time: past the raw window the first
+// chunk finds one.
+__device__ bool sequence_has_slots(const KVLayerView& kv, const AttnSeq& s, int32_t kvh) {
+  const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
+  for (int32_t end = (s.pos0 + s.n_q + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS; end > 0; end -= kThreads) {
+    const int32_t b = end - 1 - (int32_t)threadIdx.x;
+    if (__syncthreads_or(b >= 0 && kv_entry_is_slot(__ldg(kent + b)))) return true;
+  }
+  return false;
+}
+
 // kMaxD: 128 for head sizes up to 128, 256 (whose R row takes twice the registers) above; at 128
 // the kernel fits four thread blocks per SM (a few spills, none in the product loop).
 template <int kMaxD>
@@ -102,11 +114,16 @@ __global__ void __launch_bounds__(kThreads, kMaxD <= 128 ? 4 : 1) rotate_kernel(
     sc[u] = st.scale && c < d ? *reinterpret_cast<const float4*>(st.scale + (size_t)kvh * d + c)
                               : make_float4(1.f, 1.f, 1.f, 1.f);
   }
-  pdl_begin();
+  // A sequence with no compressed block yet (a short context, all of it inside the raw window)
+  // needs no rotated queries: the attention kernels read them only for a split holding a slot.
+  // The block table was written before the step, so the test runs before the wait; the wait
+  // stays, so that the attention launch after this one still starts after the Q/K/V kernel.
   const AttnSeq s = P.seqs[seq];
+  const bool rotate = sequence_has_slots(kv, s, kvh);
+  pdl_begin();
   const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
   // (n_rows > rot_rows: none, rot_rows covers the launch's largest sequence.)
-  if (n_rows > P.rot_rows || slice * kSliceRows >= n_rows) return;
+  if (!rotate || n_rows > P.rot_rows || slice * kSliceRows >= n_rows) return;
   if (slice > 0) load_r();
   float* dst = const_cast<float*>(P.q_rot) + ((size_t)seq * kv.n_head_kv + kvh) * P.rot_rows * d;
   const int32_t r_end = min(n_rows, (slice + 1) * kSliceRows);

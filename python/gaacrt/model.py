@@ -309,7 +309,8 @@ class Model:
     # -- sessions --------------------------------------------------------------------------------
     def session(self, n_ctx: int = 4096, cache: str = "bf16", kv_budget_bytes: int = 0, n_ubatch: int = 512,
                 calibration: str | os.PathLike | None = None, check_lossless: bool = False,
-                e8_scoring: str = "decode", e8_center: bool | str = False, raw_sink: int = 0) -> Session:
+                e8_scoring: str = "decode", e8_center: bool | str = False, raw_sink: int = 0,
+                raw_window: int | None = None) -> Session:
         """A new sequence with its own KV cache. cache: "bf16", "gaac", ... calibration: a GAAC
         sidecar (default: "model.gaac" beside the model if present, else calibrate online).
         check_lossless: run a BF16 session beside this one and raise at the first logit that
@@ -319,10 +320,13 @@ class Model:
         channel (scale = sqrt of the channel's std), both fitted on the first prefill; "block": each
         16-token block's own mean is stored (fp16 per channel) and subtracted, channels scaled by their
         within-block std^0.75 (CPU only; 100 B per token-head at d = 128). raw_sink: lossy formats keep the
-        first raw_sink tokens (rounded up to 16) in BF16 for good: the attention sink."""
+        first raw_sink tokens (rounded up to 16) in BF16 for good: the attention sink. raw_window:
+        compressing formats keep the newest raw_window tokens (and up to 15 more) raw BF16; None =
+        the format's own (gaac, e8, kivi2: 128; q8: 0)."""
         ctx = _core.Context(self._m, n_ctx=n_ctx, n_seq_max=1, cache=cache, budget_bytes=kv_budget_bytes,
                             n_ubatch=n_ubatch, calibration=str(calibration or ""), e8_scoring=e8_scoring,
-                            e8_center=e8_center, raw_sink=raw_sink)
+                            e8_center=e8_center, raw_sink=raw_sink,
+                            raw_window=-1 if raw_window is None else raw_window)
         s = Session(self, _core.Session(ctx))
         if check_lossless:
             from .lossless import LosslessCheckedSession

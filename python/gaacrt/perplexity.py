@@ -41,7 +41,8 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 def perplexity(model: Model, text: str, cache: str = "bf16", ctx: int = 512, ubatch: int = 16,
                max_windows: int | None = None, compare_bf16: bool = True, calibration: str | None = None,
-               progress=None, e8_center: bool | str = False, raw_sink: int = 0) -> PerplexityResult:
+               progress=None, e8_center: bool | str = False, raw_sink: int = 0,
+               raw_window: int | None = None) -> PerplexityResult:
     toks = model.tokenize(text, add_special=False)
     bos = model.tokenizer.bos_id if model.tokenizer.add_bos else None
     step = ctx - (1 if bos is not None else 0)
@@ -57,7 +58,8 @@ def perplexity(model: Model, text: str, cache: str = "bf16", ctx: int = 512, uba
         first = ctx // 2  # score the second half, as llama-perplexity does
         runs = {cache: None} if (cache == "bf16" or not compare_bf16) else {cache: None, "bf16": None}
         for fmt in runs:
-            opts = {} if fmt == "bf16" else {"calibration": calibration, "e8_center": e8_center, "raw_sink": raw_sink}
+            opts = {} if fmt == "bf16" else {"calibration": calibration, "e8_center": e8_center, "raw_sink": raw_sink,
+                                          "raw_window": raw_window}
             s = model.session(n_ctx=ctx, cache=fmt, n_ubatch=ubatch, **opts)
             rows = []
             for c in range(0, ctx, ubatch):

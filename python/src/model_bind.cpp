@@ -144,7 +144,8 @@ void bind_model(nb::module_& m) {
   nb::class_<Context>(m, "Context", "A KV cache and forward pass shared by the sessions decoding together.")
       .def("__init__", [](Context* self, const Model& model, int32_t n_ctx, int32_t n_seq_max, const std::string& cache,
                           uint64_t budget_bytes, int32_t n_ubatch, const std::string& calibration, bool keep_raw,
-                          const std::string& e8_scoring, nb::handle e8_center, int32_t raw_sink) {
+                          const std::string& e8_scoring, nb::handle e8_center, int32_t raw_sink,
+                          int32_t raw_window) {
              ContextParams p;
              p.n_ctx = n_ctx;
              p.n_seq_max = n_seq_max;
@@ -156,12 +157,13 @@ void bind_model(nb::module_& m) {
              p.e8_scoring = e8_scoring;
              p.e8_center = e8_center_arg(e8_center);
              p.raw_sink = raw_sink;
+             p.raw_window = raw_window;
              nb::gil_scoped_release nogil;
              new (self) Context(model, p);
            }, nb::arg("model"), nb::arg("n_ctx") = 4096, nb::arg("n_seq_max") = 1, nb::arg("cache") = "bf16",
            nb::arg("budget_bytes") = 0, nb::arg("n_ubatch") = 512, nb::arg("calibration") = "", nb::arg("keep_raw") = false,
            nb::arg("e8_scoring") = "decode", nb::arg("e8_center") = false, nb::arg("raw_sink") = 0,
-           nb::keep_alive<1, 2>())
+           nb::arg("raw_window") = -1, nb::keep_alive<1, 2>())
       .def_prop_ro("n_ctx", [](const Context& c) { return c.params().n_ctx; })
       .def_prop_ro("cache_format", [](const Context& c) { return c.params().cache; })
       .def("_corrupt_first_slot_for_test", [](Context& c, const Session& s, int layer) {

@@ -27,7 +27,8 @@ GaacElement element_of(KVFormat f) {
 }  // namespace
 
 GaacKVCodec::GaacKVCodec(const ModelConfig& cfg, Backend& be, const KVCacheParams& p)
-    : format_(p.format), element_(element_of(p.format)), be_(be) {
+    : format_(p.format), element_(element_of(p.format)), be_(be),
+      window_(p.raw_window >= 0 ? p.raw_window : GAAC_DEFAULT_WINDOW) {
   info_.arch = cfg.arch;
   info_.n_layer = cfg.n_layer;
   info_.n_head_kv = cfg.n_head_kv;

@@ -30,6 +30,10 @@ struct GaacKVLayer {
 // FP8 kind of a GaacKVLayer element (gaac_fp8_format.h GaacFp8Kind).
 inline int32_t gaac_kv_fp8_kind(const GaacKVLayer& st) { return st.element == 1 ? 0 : 1; }
 
+// The newest tokens a GAAC cache keeps raw by default (KVCacheParams::raw_window; a block is
+// compressed once all of it is older). See raw_window() below.
+constexpr int32_t GAAC_DEFAULT_WINDOW = 0;
+
 class GaacKVCodec final : public KVCodec {
  public:
   GaacKVCodec(const ModelConfig& cfg, Backend& be, const KVCacheParams& p);
@@ -39,6 +43,7 @@ class GaacKVCodec final : public KVCodec {
   const char* name() const override;
   uint64_t slot_bytes(int32_t tile_dim, bool is_v) const override;
   bool ready() const override { return calibrated_; }
+  int32_t raw_window() const override { return window_; }
   void calibrate_add(int32_t layer, const uint16_t* k, const uint16_t* v, int64_t n_tokens) override;
   void calibrate_finish(int32_t n_tokens) override;
   const void* layer_state(int32_t layer) const override { return dev_layers_ + layer; }
@@ -57,6 +62,7 @@ class GaacKVCodec final : public KVCodec {
   Backend& be_;
   GaacModelInfo info_;
   GaacCalibration cal_;
+  int32_t window_;
   bool calibrated_ = false;
   const char* source_ = "online";
   std::vector<std::vector<uint16_t>> cal_k_, cal_v_;  // online: the first prefill's KV, per layer

@@ -31,6 +31,10 @@ KVCache::KVCache(const ModelConfig& cfg, Backend& be, const KVCacheParams& p) : 
   if (p.raw_sink > 0 && codec_->lossless())
     throw Error("kv", "invalid_argument", strfmt("raw_sink applies to lossy cache formats (e8, q8, kivi2), not '%s'", codec_->name()));
   sink_blocks_ = ceil_div(p.raw_sink, KV_BLOCK_TOKENS);
+  if (p.raw_window < -1)
+    throw Error("kv", "invalid_argument", strfmt("raw_window = %d: expected -1 (the format's default) or a token count", p.raw_window));
+  if (p.raw_window >= 0 && p.format == KVFormat::BF16)
+    throw Error("kv", "invalid_argument", "raw_window applies to compressing cache formats (gaac, e8, q8, kivi2), not 'bf16'");
   tile_dim_ = std::min(cfg.head_dim_k, KV_TILE_MAX_DIM);
   n_half_ = cfg.head_dim_k / tile_dim_;
   max_blocks_ = ceil_div(p.n_ctx, KV_BLOCK_TOKENS);

@@ -30,7 +30,7 @@ struct KVCacheParams {
   int32_t n_ubatch = 512;        // largest prefill chunk (sizes sliding-window layers' pages)
   std::string calibration;       // GAAC: sidecar path ("" = beside the model, else online)
   std::string model_path;        // where to look for a sidecar
-  int32_t raw_window = -1;       // lossy formats: newest tokens kept BF16 (-1 = the format's default)
+  int32_t raw_window = -1;       // compressing formats: newest tokens kept raw BF16 (-1 = the format's default)
   std::string e8_scoring = "decode";  // E8: "decode" (decode-in-dot, default) or "table" (the paper's)
   E8Center e8_center = E8Center::Off;  // E8 key centering (kv_format.h; not in the paper)
   int32_t raw_sink = 0;          // lossy formats: the first tokens of a sequence kept BF16 for good (the

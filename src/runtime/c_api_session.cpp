@@ -28,6 +28,7 @@ ContextParams context_params(const gaacrt_session_params& p) {
   c.n_ubatch = p.n_ubatch;
   c.calibration = p.calibration ? p.calibration : "";
   c.raw_sink = p.raw_sink;
+  c.raw_window = p.raw_window;
   if (p.e8_center < 0 || p.e8_center > 2)
     throw Error("runtime", "invalid_argument", strfmt("gaacrt_session_params.e8_center = %d: expected 0 (off), 1 (global) "
                                                       "or 2 (block)", p.e8_center));
@@ -58,6 +59,7 @@ gaacrt_session_params gaacrt_session_default_params(void) {
   p.n_ctx = 4096;
   p.cache = "bf16";
   p.n_ubatch = 512;
+  p.raw_window = -1;
   return p;
 }
 

@@ -20,6 +20,7 @@ KVCacheParams cache_params(const Model& m, const ContextParams& p) {
   k.e8_scoring = p.e8_scoring;
   k.e8_center = p.e8_center;
   k.raw_sink = p.raw_sink;
+  k.raw_window = p.raw_window;
   k.model_path = m.path();
   return k;
 }

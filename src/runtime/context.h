@@ -23,6 +23,7 @@ struct ContextParams {
   std::string e8_scoring = "decode";  // E8 scoring path (kv_cache.h)
   E8Center e8_center = E8Center::Off;  // E8 key centering (kv_format.h)
   int32_t raw_sink = 0;               // lossy formats: leading tokens kept BF16 (kv_cache.h)
+  int32_t raw_window = -1;            // compressing formats: newest tokens kept raw (-1: the format's default)
 };
 
 class Context {

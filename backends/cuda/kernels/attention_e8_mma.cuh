@@ -38,7 +38,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   l = 0.f;
   const E8ValueLane VL = e8_value_lane();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
-  uint16_t* raw = e8_raw_tile<kD>(wbase);
+  uint16_t *raw_k = e8_raw_tile<kD>(wbase, 0), *raw_v = e8_raw_tile<kD>(wbase, 1);
   // Accumulator columns 2t, 2t + 1 belong to rows (2t) % 4, (2t + 1) % 4, whose factors the lanes
   // 4 r hold. Skipping x * 1 is exact; maxima rarely move after the first blocks.
   auto rescale = [&](float corr) {
@@ -60,26 +60,22 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   };
   auto block = [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
     float sc[4], p[4];
+    e8_copy_raw<kD>(kv, ek, ev, wbase, lane);  // a window block's pages
     if (kv_entry_is_slot(ek)) {
       e8_block_scores<kD>(stg, tab, Q, qd, bq, sc);
     } else {  // a raw page (or a released one: zeros, never visible) against the unrotated q
-      copy_page_sync<kD>(e8_page(kv, ek), kD, 0, raw, lane, 32);
-      __syncwarp();
       uint32_t qa[kD / 16][4];
       query_fragments<kD>(P.q + tr.q_off, tr.valid, kD, qa);
       float s4[2][2][4];
-      block_scores<kD>(raw, qa, s4);
+      block_scores<kD>(raw_k, qa, s4);
       sum_score_parts(s4, sc);
-      __syncwarp();  // the tile is read: V may take it
     }
     rescale(softmax_weights(sc, b, tr.pos, tr.lo, m, l, P.a, p));
     if (kv_entry_is_slot(ev)) {
       e8_block_values<kD>(stg + Geo::kSlotK, p, VL, o, oz);
     } else {
-      copy_page_sync<kD>(e8_page(kv, ev), kD, 0, raw, lane, 32);
-      __syncwarp();
-      zero_rows_past_end<kD>(raw, len - b * KV_BLOCK_TOKENS, lane);
-      raw_block_values<kD>(raw, p, o);
+      zero_rows_past_end<kD>(raw_v, len - b * KV_BLOCK_TOKENS, lane);
+      raw_block_values<kD>(raw_v, p, o);
     }
   };
   e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block);
@@ -172,10 +168,10 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
   using Geo = E8Geom<kD>;
   const KVLayerView& kv = P.kv;
   stamp(P.timeline, kStampStart);
-  // The table first, while the previous kernel may still run.
+  // The table, the sequence and its block entries first, while the previous kernel may still
+  // run (all written before the step); pdl_begin() before the first read of q.
   uint32_t* tab = reinterpret_cast<uint32_t*>(smem);
   for (int x = threadIdx.x; x < E8_N_PROTO; x += kThreads) tab[x] = g_e8_table[x];
-  pdl_begin();
   const int warp = threadIdx.x >> 5;
   const AttnSeq s = P.seqs[blockIdx.z];
   const int32_t kvh = blockIdx.x, split = blockIdx.y;  // kv-head fastest (attention.cu)
@@ -186,6 +182,7 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
   const float* q_rows = P.q_rot + ((int64_t)blockIdx.z * kv.n_head_kv + kvh) * rot_rows * kD;
   const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
   if (kPrefill && n_rows > kRowsPerGroup) {
+    pdl_begin();
     // ---- prefill-sized: row groups of 64 (attention_e8_wide.cuh) or 16 (run_rows_e8), each warp
     // over its rows' whole visible range ----
     const int32_t W = P.a.sliding_window;
@@ -218,6 +215,7 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
   bool slot = false;
   for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
   const bool has_slots = __syncthreads_or(slot);
+  pdl_begin();
   stamp(P.timeline, kStampFirst);
 
   const DecodeWarp dw = decode_warp(n_rows, ds);

@@ -125,15 +125,14 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   }
   const GaacStaging& gs = P.gaac_stage;
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
-  // Bulk copies only when this warp streams many blocks. BF16: a page is 16 rows copied one per
-  // lane, and the bulk copy's operands must be uniform, so the 32 copies of a block issue one lane
-  // at a time (~290 instructions against cp.async's ~30); off the L1 miss path they pay at long
-  // contexts, while a short range (a short context) is latency, and cp.async issues faster. GAAC:
-  // a slot is one bulk copy (lane 0), cheap to issue, but its first block landed 1 µs after
-  // BF16's cp.async pages at a 128-token context (H100, thirteenth session), so its slots take
-  // cp.async below the same length. (Not yet timed end to end: GAACRT_CUDA_BULK_MIN_BLOCKS=0 gives
-  // bulk copies at every length, the way before.)
-  const bool bulk = kBulk && n_iter >= P.bulk_min_blocks;
+  // Bulk copies for BF16 pages only when this warp streams many blocks: a page is 16 rows copied
+  // one per lane, and the bulk copy's operands must be uniform, so the 32 copies of a block issue
+  // one lane at a time (~290 instructions against cp.async's ~30). Off the L1 miss path they pay
+  // at long contexts; a short range (a short context) is latency, and cp.async issues faster.
+  // GAAC's slots are one bulk copy each (lane 0), when the layer's slots copy whole: always bulk.
+  // (Its slots by cp.async below the same length measured the same: tg128 at depth 0 366.0 / 366.6
+  // against 367.1 / 367.4 tok/s, H100, fourteenth session.)
+  const bool bulk = kBulk && (kGaac || n_iter >= P.bulk_min_blocks);
 
   // Issues block `it` of this warp from its entries `e` into stage it % kS (entries kept for the
   // decode). (issue_stage's body, written out: called here, it changed the decode kernels' SASS.)

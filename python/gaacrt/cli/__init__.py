@@ -12,3 +12,5 @@ def add_lossy_cache_args(ap: argparse.ArgumentParser) -> None:
                          "(CPU only)")
     ap.add_argument("--raw-sink", type=int, default=0, metavar="N",
                     help="lossy caches: keep the first N tokens BF16 for good (the attention sink)")
+    ap.add_argument("--raw-window", type=int, default=None, metavar="N",
+                    help="compressing caches: keep the newest N tokens raw BF16 (default: the format's own)")

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         text = open(args.file, encoding="utf-8", errors="replace").read()
         r = perplexity(model, text, cache=args.cache, ctx=args.ctx, ubatch=args.ubatch, max_windows=args.windows,
                        compare_bf16=not args.no_bf16, calibration=args.calibration,
-                       e8_center=args.e8_center, raw_sink=args.raw_sink,
+                       e8_center=args.e8_center, raw_sink=args.raw_sink, raw_window=args.raw_window,
                        progress=lambda w, n, p: print(f"[{w}/{n}] {p:.4f}", file=sys.stderr, flush=True))
     except (GGUFError, GaacrtError, models.ModelFetchError, OSError, ValueError) as e:
         print(f"gaac-perplexity: {e}", file=sys.stderr)

@@ -41,7 +41,7 @@ class Chat:
                                        repeat_penalty=args.repeat_penalty, seed=args.seed)
         self.session: Session = model.session(n_ctx=args.ctx_size, cache=args.cache, calibration=args.calibration,
                                               check_lossless=args.check_lossless, e8_center=args.e8_center,
-                                              raw_sink=args.raw_sink)
+                                              raw_sink=args.raw_sink, raw_window=args.raw_window)
         self.messages: list[dict] = []
 
     def clear(self) -> None:

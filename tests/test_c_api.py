@@ -108,11 +108,12 @@ def test_tokenize_two_pass_buffer_and_context_full(lib, smollm2_path):
             _fields_ = [("size", ctypes.c_size_t), ("n_ctx", ctypes.c_int32), ("cache", ctypes.c_char_p),
                         ("kv_budget_bytes", ctypes.c_uint64), ("n_ubatch", ctypes.c_int32),
                         ("abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
-                        ("calibration", ctypes.c_char_p), ("raw_sink", ctypes.c_int32), ("e8_center", ctypes.c_int32)]
+                        ("calibration", ctypes.c_char_p), ("raw_sink", ctypes.c_int32), ("e8_center", ctypes.c_int32),
+                        ("raw_window", ctypes.c_int32)]
         lib.gaacrt_session_default_params.restype = SessionParams
         sp = lib.gaacrt_session_default_params()
         assert sp.size == ctypes.sizeof(SessionParams) and sp.n_ctx == 4096 and sp.cache == b"bf16"
-        assert sp.raw_sink == 0 and sp.e8_center == 0 and not sp.calibration
+        assert sp.raw_sink == 0 and sp.e8_center == 0 and not sp.calibration and sp.raw_window == -1
         sp.n_ctx = 8
         s = ctypes.c_void_p()
         assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
@@ -145,5 +146,16 @@ def test_tokenize_two_pass_buffer_and_context_full(lib, smollm2_path):
         sp.e8_center = 3
         assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == ERR_INVALID
         assert b"e8_center = 3" in lib.gaacrt_last_error()
+        # raw_window (added after e8_center): checked when given, the format's default when the
+        # caller's struct ends before it.
+        sp.e8_center, sp.raw_window = 0, -2
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == ERR_INVALID
+        assert b"raw_window = -2" in lib.gaacrt_last_error()
+        sp.size = SessionParams.raw_window.offset
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
+        lib.gaacrt_session_free(s)
+        sp.size, sp.raw_window = ctypes.sizeof(SessionParams), 32
+        assert lib.gaacrt_session_new(m, ctypes.byref(sp), ctypes.byref(s)) == GAACRT_OK, lib.gaacrt_last_error()
+        lib.gaacrt_session_free(s)
     finally:
         lib.gaacrt_model_free(m)

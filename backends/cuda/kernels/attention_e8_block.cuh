@@ -74,10 +74,8 @@ struct E8Geom {
   static constexpr uint32_t kStage = kSlotK + kSlotV;
   // The stages' bulk-copy barriers, then the in-flight blocks' entries.
   static constexpr uint32_t kRing = (kS * 8 + kS * 2 * 4 + 15) & ~15u;
-  // Per warp: the stages, two raw-page tiles (a window block's K and V, copied in one trip), the
-  // ring.
-  static constexpr uint32_t kRawOff = kS * kStage;
-  static constexpr uint32_t kWarpBytes = kRawOff + 2 * TileGeom<kD>::kTileBytes + kRing;
+  // Per warp: the stages, one raw-page tile (K, then V of the same block), the ring.
+  static constexpr uint32_t kWarpBytes = kS * kStage + TileGeom<kD>::kTileBytes + kRing;
   // Per thread block: the table, the warps.
   static constexpr uint32_t kWarpsOff = E8_N_PROTO * 4;
   static constexpr uint32_t kBytes = kWarpsOff + kWarps * kWarpBytes;
@@ -375,29 +373,15 @@ __device__ __forceinline__ E8ValueLane e8_value_lane() {
   return VL;
 }
 
+// A warp's raw-page tile (K, then V of the same block) behind its stages.
+template <int kD>
+__device__ __forceinline__ uint16_t* e8_raw_tile(uint8_t* wbase) {
+  return reinterpret_cast<uint16_t*>(wbase + kE8Stages * E8Geom<kD>::kStage);
+}
+
 // A table entry's page (raw BF16, or a released one: nullptr, read as zeros).
 __device__ __forceinline__ const uint8_t* e8_page(const KVLayerView& kv, uint32_t e) {
   return e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes;
-}
-
-// A warp's raw-page tiles behind its stages: is_v 0 for a block's K page, 1 for its V page.
-template <int kD>
-__device__ __forceinline__ uint16_t* e8_raw_tile(uint8_t* wbase, int is_v) {
-  return reinterpret_cast<uint16_t*>(wbase + E8Geom<kD>::kRawOff + is_v * TileGeom<kD>::kTileBytes);
-}
-
-// Copies block b's raw pages (entries ek, ev; a slot's side is skipped) to the warp's raw tiles
-// in one trip to L2: both pages' cp.async first, then one wait. (A copy per side, K's before the
-// scores and V's after the softmax, made two trips a window block.)
-template <int kD>
-__device__ __forceinline__ void e8_copy_raw(const KVLayerView& kv, uint32_t ek, uint32_t ev, uint8_t* wbase,
-                                            int lane) {
-  const bool rk = !kv_entry_is_slot(ek), rv = !kv_entry_is_slot(ev);
-  if (!rk && !rv) return;
-  if (rk) copy_page_async<kD>(e8_page(kv, ek), kD, 0, e8_raw_tile<kD>(wbase, 0), lane, 32);
-  if (rv) copy_page_async<kD>(e8_page(kv, ev), kD, 0, e8_raw_tile<kD>(wbase, 1), lane, 32);
-  cp_async_wait_all();
-  __syncwarp();
 }
 
 // One warp's ring of kE8Stages (kS) stages at wbase: the call ring(it, e) starts the copies of the
@@ -419,7 +403,7 @@ struct E8Ring {
   __device__ __forceinline__ E8Ring(const KVLayerView& kv_, uint8_t* wbase_)
       : kv(kv_),
         wbase(wbase_),
-        bars(reinterpret_cast<uint64_t*>(wbase_ + Geo::kRawOff + 2 * TileGeom<kD>::kTileBytes)),
+        bars(reinterpret_cast<uint64_t*>(wbase_ + kS * Geo::kStage + TileGeom<kD>::kTileBytes)),
         ents(reinterpret_cast<uint32_t*>(bars + kS)),
         lane(threadIdx.x & 31) {
     if (kBulk) {

@@ -38,7 +38,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   l = 0.f;
   const E8ValueLane VL = e8_value_lane();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
-  uint16_t *raw_k = e8_raw_tile<kD>(wbase, 0), *raw_v = e8_raw_tile<kD>(wbase, 1);
+  uint16_t* raw = e8_raw_tile<kD>(wbase);
   // Accumulator columns 2t, 2t + 1 belong to rows (2t) % 4, (2t + 1) % 4, whose factors the lanes
   // 4 r hold. Skipping x * 1 is exact; maxima rarely move after the first blocks.
   auto rescale = [&](float corr) {
@@ -60,22 +60,26 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   };
   auto block = [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
     float sc[4], p[4];
-    e8_copy_raw<kD>(kv, ek, ev, wbase, lane);  // a window block's pages
     if (kv_entry_is_slot(ek)) {
       e8_block_scores<kD>(stg, tab, Q, qd, bq, sc);
     } else {  // a raw page (or a released one: zeros, never visible) against the unrotated q
+      copy_page_sync<kD>(e8_page(kv, ek), kD, 0, raw, lane, 32);
+      __syncwarp();
       uint32_t qa[kD / 16][4];
       query_fragments<kD>(P.q + tr.q_off, tr.valid, kD, qa);
       float s4[2][2][4];
-      block_scores<kD>(raw_k, qa, s4);
+      block_scores<kD>(raw, qa, s4);
       sum_score_parts(s4, sc);
+      __syncwarp();  // the tile is read: V may take it
     }
     rescale(softmax_weights(sc, b, tr.pos, tr.lo, m, l, P.a, p));
     if (kv_entry_is_slot(ev)) {
       e8_block_values<kD>(stg + Geo::kSlotK, p, VL, o, oz);
     } else {
-      zero_rows_past_end<kD>(raw_v, len - b * KV_BLOCK_TOKENS, lane);
-      raw_block_values<kD>(raw_v, p, o);
+      copy_page_sync<kD>(e8_page(kv, ev), kD, 0, raw, lane, 32);
+      __syncwarp();
+      zero_rows_past_end<kD>(raw, len - b * KV_BLOCK_TOKENS, lane);
+      raw_block_values<kD>(raw, p, o);
     }
   };
   e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block);

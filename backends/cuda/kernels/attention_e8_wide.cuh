@@ -223,16 +223,17 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
     for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
   const E8ValueLane VL = e8_value_lane();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
-  uint16_t *raw_k = e8_raw_tile<kD>(wbase, 0), *raw_v = e8_raw_tile<kD>(wbase, 1);
+  uint16_t* raw = e8_raw_tile<kD>(wbase);
   e8_stream<kD>(kv, s, kvh, b0, b1, 1, wbase, [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
     float sc[2][4], p[2][4], corr[2];
-    e8_copy_raw<kD>(kv, ek, ev, wbase, lane);  // a window block's pages
     if (kv_entry_is_slot(ek)) {
       e8_wide_scores<kD>(stg, tab, Q, qd, bq, sc);
     } else {  // a raw page (or a released one: zeros, never visible) against the unrotated q
+      copy_page_sync<kD>(e8_page(kv, ek), kD, 0, raw, lane, 32);
+      __syncwarp();
       float s3[3][2][4];
       wide_scores<kD>(
-          raw_k,
+          raw,
           [&](int kk, uint32_t(&f)[3][4]) -> const uint32_t(&)[3][4] {
             wide_query_step<kD>(P, rw, kk, f);
             return f;
@@ -240,6 +241,7 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
           s3);
 #pragma unroll
       for (int h = 0; h < 2; ++h) wide_row_scores(s3, h, sc[h]);
+      __syncwarp();  // the tile is read: V may take it
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) corr[h] = softmax_weights(sc[h], b, rw[h].pos, rw[h].lo, m[h], l[h], P.a, p[h]);
@@ -251,8 +253,10 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
     if (kv_entry_is_slot(ev)) {
       e8_wide_values<kD>(stg + E8Geom<kD>::kSlotK, p, VL, o, zs);
     } else {
-      zero_rows_past_end<kD>(raw_v, len - b * KV_BLOCK_TOKENS, lane);
-      wide_pv<kD>(raw_v, p, o);
+      copy_page_sync<kD>(e8_page(kv, ev), kD, 0, raw, lane, 32);
+      __syncwarp();
+      zero_rows_past_end<kD>(raw, len - b * KV_BLOCK_TOKENS, lane);
+      wide_pv<kD>(raw, p, o);
     }
   });
   e8_wide_fold<kD>(o, zs);

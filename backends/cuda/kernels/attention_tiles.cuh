@@ -247,7 +247,7 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacStag
 }
 
 // Copies (or zeroes, src == nullptr) a raw [16][td] page into rows at column col0; lanes li of nl;
-// copy_page_sync returns when the rows are written (copy_page_async leaves the wait to the caller). By cp.async, then a wait for all of this thread's copies: one
+// returns when the rows are written. By cp.async, then a wait for all of this thread's copies: one
 // trip to L2 (where issue time put the page) for the whole page, and no registers. (Plain loads
 // and stores ran the lane's 8 trips in series — the compiler cannot move a global load above a
 // shared store through generic pointers — for a GAAC cache's newest block in every step or an E8
@@ -256,19 +256,14 @@ __device__ __forceinline__ void issue_gaac(const KVLayerView& kv, const GaacStag
 // thread has in flight for later blocks (slots of a layer that does not copy whole): early, never
 // wrong — the pipeline's cp.async.wait_group counts only what is still pending.
 template <int kD>
-__device__ __forceinline__ void copy_page_async(const uint8_t* src, int32_t td, int32_t col0, uint16_t* dst, int li,
-                                                int nl) {
+__device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, int32_t col0, uint16_t* dst, int li,
+                                               int nl) {
   const int n = 2 * td;  // 16-byte chunks
   for (int c = li; c < n; c += nl) {
     uint16_t* d = dst + chunk_dst<kD>(c, td, col0);
     if (src != nullptr) cp_async16(d, src + 16 * c, 16);
     else *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
   }
-}
-template <int kD>
-__device__ __forceinline__ void copy_page_sync(const uint8_t* src, int32_t td, int32_t col0, uint16_t* dst, int li,
-                                               int nl) {
-  copy_page_async<kD>(src, td, col0, dst, li, nl);
   cp_async_wait_all();
 }
 

@@ -464,21 +464,17 @@ struct E8Ring {
 
 // One warp's stream of blocks b_first, b_first + b_step, ... below b_end of sequence s and kv-head
 // kvh through its ring of kE8Stages stages at wbase (E8Ring), kE8Stages - 1 blocks ahead. Calls
-// prologue() once the first blocks' copies are out (a decode step waits for the previous kernel
-// and readies its queries there, while they fly), then block(b, stage, ek, ev) on each block in
-// order, with its K and V entries and the stage holding its slots (K's, then V's at kSlotK); the
-// stage may be refilled once block() returns.
-template <int kD, class Prologue, class Block>
+// block(b, stage, ek, ev) on each block in order, with its K and V entries and the stage holding
+// its slots (K's, then V's at kSlotK); the stage may be refilled once block() returns.
+template <int kD, class Block>
 __device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& s, int32_t kvh, int32_t b_first,
-                                          int32_t b_end, int32_t b_step, uint8_t* wbase, Prologue&& prologue,
-                                          Block&& block) {
+                                          int32_t b_end, int32_t b_step, uint8_t* wbase, Block&& block) {
   constexpr int kS = kE8Stages;
   const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
   const E8Ring<kD> ring(kv, wbase);
   EntryStream<2> es;
   es.start(kv, s.table, kvh, b_first, b_step, n_iter);
   es.template issue_first<kS>(ring);
-  prologue();
   for (int32_t it = 0; it < n_iter; ++it) {
     es.template issue_ahead<kS>(it, ring);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed

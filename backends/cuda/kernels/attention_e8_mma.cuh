@@ -11,18 +11,11 @@ namespace gaacrt::cuda::attn {
 // One warp, one M-tile (rows r0 .. r0+3), blocks b_first, b_first + b_step, ... below b_end of
 // an E8 cache, with q_rows the (sequence, kv-head)'s rotated queries [16][kD] (global memory):
 // leaves this lane's state (parts and brackets not yet summed) in o, oz, m, l.
-// pdl_wait (decode steps): the wait for the previous kernel (PDL) comes here, once the first
-// blocks' copies are out. That kernel is the query rotation (attention_lossy.cu), which waited
-// for the Q/K/V kernel before it let this one launch: q, the new token's K/V and every page and
-// slot are written; only the rotated queries are not. So the copies, then the wait, then the
-// queries' int8 parts, while the copies fly (they were made first, and the copies issued after
-// them: H100, 64K, 10% of the stall samples fell on the queries' loads before the first copy).
 template <int kD>
 __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                             int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
                                             uint8_t* wbase, const uint32_t* tab, const float* q_rows, bool has_slots,
-                                            bool pdl_wait, float (&o)[kD / 16][4], float (&oz)[4], float& m,
-                                            float& l) {
+                                            float (&o)[kD / 16][4], float (&oz)[4], float& m, float& l) {
   using Geo = E8Geom<kD>;
   constexpr int kKs = Geo::kKs;
   const KVLayerView& kv = P.kv;
@@ -32,15 +25,9 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   const int32_t len = s.pos0 + s.n_q;  // tokens in the cache
 
   E8Query<kD> Q = {};
-  auto prologue = [&] {
-    if (pdl_wait) {
-      pdl_begin();
-      stamp(P.timeline, kStampFirst);
-    }
-    if (has_slots)
-      e8_query<kD>(q_rows + (tr.valid ? tr.R : 0) * kD, tr.valid,
-                   st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr, 1.f / st.alpha, Q);
-  };
+  if (has_slots)
+    e8_query<kD>(q_rows + (tr.valid ? tr.R : 0) * kD, tr.valid, st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr,
+                 1.f / st.alpha, Q);
 #pragma unroll
   for (int i = 0; i < kD / 16; ++i)
 #pragma unroll
@@ -95,7 +82,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       raw_block_values<kD>(raw, p, o);
     }
   };
-  e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, prologue, block);
+  e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block);
 }
 
 // This warp's value accumulators folded: the parts summed (columns n and n + 4 sit on lanes t and
@@ -186,8 +173,7 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
   const KVLayerView& kv = P.kv;
   stamp(P.timeline, kStampStart);
   // The table, the sequence and its block entries first, while the previous kernel may still
-  // run (all written before the step); a decode step's wait in run_rows_e8, after its first
-  // copies, a prefill's here.
+  // run (all written before the step); pdl_begin() before the first read of q.
   uint32_t* tab = reinterpret_cast<uint32_t*>(smem);
   for (int x = threadIdx.x; x < E8_N_PROTO; x += kThreads) tab[x] = g_e8_table[x];
   const int warp = threadIdx.x >> 5;
@@ -220,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
         prefill_e8_wide<kD>(P, s, kvh, r0, n_rows, b0, b1, wbase, tab, q_rows, has_slots);
       } else {
         float o[kD / 16][4], oz[4], m, l;
-        run_rows_e8<kD>(P, s, kvh, r0, n_rows, b0, b1, 1, wbase, tab, q_rows, has_slots, false, o, oz, m, l);
+        run_rows_e8<kD>(P, s, kvh, r0, n_rows, b0, b1, 1, wbase, tab, q_rows, has_slots, o, oz, m, l);
         write_e8_rows<kD>(P, s, kvh, r0, n_rows, l, o, oz);
       }
     }
@@ -233,11 +219,13 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
   bool slot = false;
   for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
   const bool has_slots = __syncthreads_or(slot);
+  pdl_begin();
+  stamp(P.timeline, kStampFirst);
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
   float o[kD / 16][4], oz[4], m, l;
   run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
-                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, q_rows, has_slots, true, o, oz, m, l);
+                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, q_rows, has_slots, o, oz, m, l);
   store_e8_state<kD>(warp_states(smem), kv.head_dim_v, m, l, o, oz);
   merge_decode<kD>(P, s, kvh, split, n_rows, ds, dw, smem);
 }

@@ -224,7 +224,7 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
   const E8ValueLane VL = e8_value_lane();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
   uint16_t* raw = e8_raw_tile<kD>(wbase);
-  e8_stream<kD>(kv, s, kvh, b0, b1, 1, wbase, [] {}, [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
+  e8_stream<kD>(kv, s, kvh, b0, b1, 1, wbase, [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
     float sc[2][4], p[2][4], corr[2];
     if (kv_entry_is_slot(ek)) {
       e8_wide_scores<kD>(stg, tab, Q, qd, bq, sc);

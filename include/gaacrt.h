@@ -149,7 +149,7 @@ typedef struct gaacrt_session_params {
                                  * stored and subtracted, channels scaled (CPU only, 100 B per token-head at d = 128) */
   int32_t raw_window;           /* compressing formats: the newest raw_window tokens (and up to 15 more: blocks
                                  * are compressed whole) stay raw BF16; -1 (default) = the format's own: 128 for
-                                 * gaac, e8 and kivi2, 0 for q8 */
+                                 * e8 and kivi2, 0 for gaac and q8 */
 } gaacrt_session_params;
 
 GAACRT_API gaacrt_session_params gaacrt_session_default_params(void);

@@ -69,9 +69,9 @@ __device__ __forceinline__ void rotate_rows(const float4 (&rv)[kMaxChunks], cons
   }
 }
 
-// Whether any of the sequence's visible blocks of kv-head kvh holds a compressed K tile (block-
-// uniform). From the newest block back, kThreads entries at a time: past the raw window the first
-// chunk finds one.
+// Whether any block of the sequence, kv-head kvh, holds a compressed K tile (block-uniform; every
+// block up to the newest, a superset of what any split sees). From the newest block back,
+// kThreads entries at a time: past the raw window the first chunk finds one.
 __device__ bool sequence_has_slots(const KVLayerView& kv, const AttnSeq& s, int32_t kvh) {
   const uint32_t* kent = s.table + kv_entry_index(kv, kvh, 0, 0, 0);
   for (int32_t end = (s.pos0 + s.n_q + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS; end > 0; end -= kThreads) {
@@ -115,7 +115,8 @@ __global__ void __launch_bounds__(kThreads, kMaxD <= 128 ? 4 : 1) rotate_kernel(
                               : make_float4(1.f, 1.f, 1.f, 1.f);
   }
   // A sequence with no compressed block yet (a short context, all of it inside the raw window)
-  // needs no rotated queries: the attention kernels read them only for a split holding a slot.
+  // needs no rotated queries: the tensor-core kernel reads them only for a split holding a slot,
+  // and the CUDA-core one (attention_lossy.cuh) copies them but uses them only against slots.
   // The block table was written before the step, so the test runs before the wait; the wait
   // stays, so that the attention launch after this one still starts after the Q/K/V kernel.
   const AttnSeq s = P.seqs[seq];

@@ -322,7 +322,7 @@ class Model:
         within-block std^0.75 (CPU only; 100 B per token-head at d = 128). raw_sink: lossy formats keep the
         first raw_sink tokens (rounded up to 16) in BF16 for good: the attention sink. raw_window:
         compressing formats keep the newest raw_window tokens (and up to 15 more) raw BF16; None =
-        the format's own (gaac, e8, kivi2: 128; q8: 0)."""
+        the format's own (e8, kivi2: 128; gaac, q8: 0)."""
         ctx = _core.Context(self._m, n_ctx=n_ctx, n_seq_max=1, cache=cache, budget_bytes=kv_budget_bytes,
                             n_ubatch=n_ubatch, calibration=str(calibration or ""), e8_scoring=e8_scoring,
                             e8_center=e8_center, raw_sink=raw_sink,

@@ -31,7 +31,10 @@ struct GaacKVLayer {
 inline int32_t gaac_kv_fp8_kind(const GaacKVLayer& st) { return st.element == 1 ? 0 : 1; }
 
 // The newest tokens a GAAC cache keeps raw by default (KVCacheParams::raw_window; a block is
-// compressed once all of it is older). See raw_window() below.
+// compressed once all of it is older). Lossless either way; 128 makes the CPU's decode of a short
+// context as fast as BF16's, but the CUDA kernel reads a raw page in an L2 trip per tile where
+// slots stream ahead, so on the GPU it gained nothing at short contexts and cost ~3% at 64K (two visits)
+// (bench/results/cuda_h200.md, fourteenth session): 0.
 constexpr int32_t GAAC_DEFAULT_WINDOW = 0;
 
 class GaacKVCodec final : public KVCodec {

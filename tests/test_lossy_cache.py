@@ -243,5 +243,8 @@ def test_gaac_raw_window_keeps_the_logits_and_compresses_past_it(smollm):
 def test_raw_window_is_checked(smollm):
     with pytest.raises(gaacrt.GaacrtError, match="raw_window"):
         smollm.session(n_ctx=64, cache="bf16", raw_window=16)
+    from gaacrt.perplexity import perplexity  # (the cache's options reach its run, bf16 too)
+    with pytest.raises(gaacrt.GaacrtError, match="raw_window"):
+        perplexity(smollm, "hello world " * 100, cache="bf16", ctx=64, raw_window=16)
     with pytest.raises(gaacrt.GaacrtError, match="raw_window"):
         smollm.session(n_ctx=64, cache="gaac", raw_window=-2)

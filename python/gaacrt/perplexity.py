@@ -58,8 +58,10 @@ def perplexity(model: Model, text: str, cache: str = "bf16", ctx: int = 512, uba
         first = ctx // 2  # score the second half, as llama-perplexity does
         runs = {cache: None} if (cache == "bf16" or not compare_bf16) else {cache: None, "bf16": None}
         for fmt in runs:
-            opts = {} if fmt == "bf16" else {"calibration": calibration, "e8_center": e8_center, "raw_sink": raw_sink,
-                                          "raw_window": raw_window}
+            # The cache's own options on its run (a bf16 cache given raw_sink or raw_window is refused
+            # by name); the BF16 comparison run takes none.
+            opts = {} if fmt != cache else {"calibration": calibration, "e8_center": e8_center, "raw_sink": raw_sink,
+                                            "raw_window": raw_window}
             s = model.session(n_ctx=ctx, cache=fmt, n_ubatch=ubatch, **opts)
             rows = []
             for c in range(0, ctx, ubatch):

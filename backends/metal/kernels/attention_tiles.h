@@ -66,11 +66,7 @@ struct GaacTiles {
       return true;
     }
     const bool active = lane < (uint32_t)gaac_lanes(td);
-    uint32_t tags = 0;
-    if (active) {
-      const device uint8_t* tp = slot + gaac_tags_offset(td) + 2 * lane;
-      tags = (uint32_t)tp[0] | ((uint32_t)tp[1] << 8);
-    }
+    const uint32_t tags = active ? gaac_lane_tags(slot, td, (int32_t)lane) : 0u;
     const GaacTagMasks m = gaac_tag_masks(tags);
     const uint32_t counts = gaac_popc(m.x) | (gaac_popc(m.raw) << 16);
     const uint32_t before = simd_prefix_exclusive_sum(counts);

@@ -119,10 +119,13 @@ GAACRT_HD uint32_t gaac_code_word_offset(int32_t d, int32_t lane, int32_t w) {
   return w < 4 ? gaac_codes_a_offset(d) + 16u * (uint32_t)lane + 4u * (uint32_t)w
                : gaac_codes_b_offset(d) + 8u * (uint32_t)lane + 4u * (uint32_t)(w - 4);
 }
-// Lane `lane`'s 16 tag bits (2 per group, group j at bits 2j..2j+1) in a slot.
+// Lane `lane`'s 16 tag bits (2 per group, group j at bits 2j..2j+1) in a tag stream (BF16 and FP8
+// tiles alike), and in a BF16 tile's slot.
+GAACRT_HD uint32_t gaac_tag_word(const GAACRT_DEVICE uint8_t* tags, int32_t lane) {
+  return (uint32_t)tags[2 * lane] | ((uint32_t)tags[2 * lane + 1] << 8);
+}
 GAACRT_HD uint32_t gaac_lane_tags(const GAACRT_DEVICE uint8_t* slot, int32_t d, int32_t lane) {
-  const GAACRT_DEVICE uint8_t* p = slot + gaac_tags_offset(d) + 2 * lane;
-  return (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+  return gaac_tag_word(slot + gaac_tags_offset(d), lane);
 }
 
 // ---- bit helpers --------------------------------------------------------------------------------
@@ -305,7 +308,7 @@ GAACRT_HD uint32_t gaac_group_r(GaacU32x2 c) { return ((c.lo >> 4) & 0x0F0F0F0Fu
 GAACRT_HD GaacModeCounts gaac_tag_counts(const GAACRT_DEVICE uint8_t* tags, int32_t d) {
   GaacModeCounts c = {0, 0, 0, 0};
   for (int32_t l = 0; l < gaac_lanes(d); ++l) {
-    const GaacTagMasks m = gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8));
+    const GaacTagMasks m = gaac_tag_masks(gaac_tag_word(tags, l));
     const uint32_t nx = gaac_popc(m.x), nraw = gaac_popc(m.raw), nbad = gaac_popc(m.bad);
     c.nraw += nraw;
     c.nbad += nbad;
@@ -327,7 +330,7 @@ GAACRT_HD GaacCheck gaac_validate_tags(const GAACRT_DEVICE uint8_t* slot, uint32
   const GAACRT_DEVICE uint8_t* tags = slot + fixed - (uint32_t)d / 2u;
   uint32_t need = 0;
   for (int32_t l = 0; l < gaac_lanes(d); ++l) {
-    const GaacTagMasks m = gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8));
+    const GaacTagMasks m = gaac_tag_masks(gaac_tag_word(tags, l));
     if (m.bad) {
       int32_t j = 0;
       while (!((m.bad >> (2 * j)) & 1u)) ++j;
@@ -477,13 +480,11 @@ GAACRT_HD GaacCheck gaac_decode_rows(const GAACRT_DEVICE uint8_t* slot, int32_t 
                                      uint32_t want, GAACRT_DEVICE uint16_t* out, int32_t stride) {
   const GaacCheck c = gaac_validate(slot, gaac_fixed_bytes(d) + capacity, d, capacity, -1);
   if (c.status != GAAC_OK) return c;
-  const GAACRT_DEVICE uint8_t* tags = slot + gaac_tags_offset(d);
   uint32_t n_x = 0;
-  for (int32_t l = 0; l < gaac_lanes(d); ++l)
-    n_x += gaac_popc(gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8)).x);
+  for (int32_t l = 0; l < gaac_lanes(d); ++l) n_x += gaac_popc(gaac_tag_masks(gaac_lane_tags(slot, d, l)).x);
   uint32_t xo = 0, ro = n_x;
   for (int32_t l = 0; l < gaac_lanes(d); ++l) {
-    const GaacTagMasks m = gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8));
+    const GaacTagMasks m = gaac_tag_masks(gaac_lane_tags(slot, d, l));
     const int32_t h = l >= gaac_group_cols(d) ? 1 : 0;
     const uint32_t lane_tokens = h ? 0xCCCCu : 0x3333u;  // tokens 2,3,6,7,.. or 0,1,4,5,..
     if (want & lane_tokens) gaac_decode_lane(slot, d, l, xo, ro, b3, b4, want, out, stride);

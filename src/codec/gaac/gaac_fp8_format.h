@@ -226,10 +226,10 @@ GAACRT_HD GaacCheck gaac_fp8_decode_rows(int32_t k, const GAACRT_DEVICE uint8_t*
   const GAACRT_DEVICE uint8_t* tags = slot + gaac_fp8_tags_offset(k, d);
   const GAACRT_DEVICE uint8_t* esc = slot + gaac_fp8_fixed_bytes(k, d);
   uint32_t xo = 0, ro = 0;
-  for (int32_t l = 0; l < nl; ++l) ro += gaac_popc(gaac_tag_masks((uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8)).x);
+  for (int32_t l = 0; l < nl; ++l) ro += gaac_popc(gaac_tag_masks(gaac_tag_word(tags, l)).x);
   for (int32_t l = 0; l < nl; ++l) {
     const int32_t h = l >= G ? 1 : 0, g = l - h * G;
-    const uint32_t t16 = (uint32_t)tags[2 * l] | ((uint32_t)tags[2 * l + 1] << 8);
+    const uint32_t t16 = gaac_tag_word(tags, l);
     const GaacU32x2 w2 = {gaac_ld32(b2 + 8 * g), gaac_ld32(b2 + 8 * g + 4)};
     const GaacU32x2 w3 = {gaac_ld32(b3 + 8 * g), gaac_ld32(b3 + 8 * g + 4)};
     for (int32_t j = 0; j < GAAC_LANE_GROUPS; ++j) {

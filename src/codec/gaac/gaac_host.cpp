@@ -65,13 +65,12 @@ GaacCheck gaac_decode_tile_fast(const uint8_t* slot, int32_t d, uint32_t capacit
   const GaacCheck c = gaac_validate(slot, gaac_tile_dim_ok(d) ? gaac_fixed_bytes(d) + capacity : 0u, d, capacity, -1);
   if (c.status != GAAC_OK) return c;
   const int32_t nl = gaac_lanes(d), G = gaac_group_cols(d);
-  const uint8_t* tags = slot + gaac_tags_offset(d);
   const uint8_t* esc = slot + gaac_fixed_bytes(d);
   uint32_t xo = 0, ro = 0;
-  for (int32_t l = 0; l < nl; ++l) ro += gaac_popc(gaac_tag_masks(tags[2 * l] | (tags[2 * l + 1] << 8)).x);
+  for (int32_t l = 0; l < nl; ++l) ro += gaac_popc(gaac_tag_masks(gaac_lane_tags(slot, d, l)).x);
   for (int32_t l = 0; l < nl; ++l) {
     const int32_t h = l >= G ? 1 : 0, g = l - h * G;
-    const uint32_t t16 = tags[2 * l] | (tags[2 * l + 1] << 8);
+    const uint32_t t16 = gaac_lane_tags(slot, d, l);
     const GaacU32x2 w3 = {gaac_ld32(b3 + 8 * g), gaac_ld32(b3 + 8 * g + 4)};
     const GaacU32x2 w4 = {gaac_ld32(b4 + 8 * g), gaac_ld32(b4 + 8 * g + 4)};
     uint32_t w[6];

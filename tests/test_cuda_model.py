@@ -315,6 +315,35 @@ def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypa
             assert np.array_equal(x.view(np.uint32), y.view(np.uint32)), f"GAAC differs from BF16 ({path.name}, {rows})"
 
 
+@pytest.mark.parametrize("n_head,n_head_kv,head_dim", [(8, 8, 128), (8, 2, 128), (9, 3, 64)],
+                         ids=["h128-g1", "h128-g4", "h64-g3"])
+def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path, monkeypatch, n_head, n_head_kv,
+                                                                       head_dim):
+    # GAACRT_CUDA_PREFILL_WIDE=2 (the wide row groups in steps of two blocks, attention_prefill_pairs_*.cu):
+    # a prompt prefilled in chunks of 64 tokens, so that the later chunks attend to blocks the GAAC
+    # cache has encoded (a step's two blocks decoded by different warps). GAAC's logits bit-identical
+    # to BF16's; other sums than the one-block steps', within the wide path's bound of them.
+    from fixtures.tiny_models import write_tiny_model
+    path = write_tiny_model(tmp_path / "m.gguf", "llama", seed=5, weight_type="q8_0", n_layers=2, n_embd=256,
+                            n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, n_ff=256)
+    gpu = gaacrt.Model(str(path), backend=CUDA)
+    toks = [int(t) for t in np.random.default_rng(12).integers(3, gpu.n_vocab, 300)]
+
+    def run(cache, wide):
+        monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", wide)
+        s = gpu.session(n_ctx=len(toks) + 64, cache=cache, n_ubatch=64)
+        return s.eval(toks, all_logits=True), s
+
+    bf16, _ = run("bf16", "2")
+    gaac, s = run("gaac", "2")
+    one, _ = run("bf16", "1")
+    assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
+    assert np.isfinite(bf16).all()
+    assert np.array_equal(gaac.view(np.uint32), bf16.view(np.uint32))
+    assert rel(bf16, one) < 2e-3
+    assert not np.array_equal(bf16.view(np.uint32), one.view(np.uint32))
+
+
 def test_cuda_batched_decode_matches_cpu(model_path):
     cpu = gaacrt.Model(str(model_path), backend="cpu", n_threads=4)
     gpu = gaacrt.Model(str(model_path), backend=CUDA)

@@ -136,35 +136,64 @@ def test_cuda_prefill_attention_on_one_stream_per_thread_block_is_bit_identical(
     assert np.array_equal(shared.view(np.uint32), apart.view(np.uint32))
 
 
-@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window,cap", [
-    (300, 70, 4, 2, 16, 0, 0.0),      # tiny head; 70 x 2 rows: a partial row group of 64
-    (700, 300, 8, 8, 128, 0, 0.0),    # no GQA: a warp's 16 rows are 16 tokens
+# Prefill-sized attention in row groups of 64 (attention_wide.cuh), in one-block and two-block steps.
+WIDE_CASES = [
+    (700, 300, 8, 8, 128, 0, 0.0),    # no GQA: a warp's 16 rows are 16 tokens, its blocks end mid-step
     (900, 200, 32, 8, 128, 0, 0.0),   # Llama-3 shape
+    (913, 37, 32, 8, 128, 0, 0.0),    # an odd number of blocks: a two-block stream ends with one block
     (400, 120, 9, 3, 64, 0, 0.0),     # SmolLM2's group of 3: a warp's rows start mid-token
     (500, 150, 4, 1, 64, 40, 0.0),    # sliding window: a row group's rows see different blocks
     (400, 100, 4, 1, 80, 0, 20.0),    # padded head (80 as 128), softcap
     (300, 64, 8, 2, 48, 7, 5.0),      # 48 as 64, a narrow window, softcap
-])
+]
+
+
+@pytest.mark.parametrize("steps", ["1", "2"])
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window,cap", [
+    (300, 70, 4, 2, 16, 0, 0.0),      # tiny head; 70 x 2 rows: a partial row group of 64
+] + WIDE_CASES)
 def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx, n_q, n_head, n_kv, d, window, cap,
-                                                               monkeypatch):
+                                                               steps, monkeypatch):
     # Prefill-sized sequences in row groups of 64 (attention_wide.cuh, the default up to head size
     # 128): 16 query rows per warp, each of the query's and the weights' three bf16 parts an mma of
     # its own. As close to the CPU as the narrow path (~5e-7 on cuda-emulated, which rounds where
     # the tensor cores truncate), and to the narrow path. The BF16 pages come by cp.async, every
     # warp a quarter of each block (the newest block's unwritten rows zero-filled by the copies;
-    # padded heads: warp 0).
+    # padded heads: warp 0). steps = GAACRT_CUDA_PREFILL_WIDE: 1 the default, 2 the steps of two
+    # blocks (32 keys between two barriers, one softmax step for both; attention_prefill_pairs_*.cu,
+    # head sizes 64 and 128), where keys a warp's rows cannot see in a step are masked: other bits
+    # than the one-block steps (so the two-block kernel ran), as close to the CPU.
     rng = np.random.default_rng(n_ctx * 7 + n_q + d)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
-    wide = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
+    run = lambda backend: _core.op_attention(backend, k, v, q, s, sliding_window=window, softcap=cap)  # noqa: E731
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", steps)
+    wide = run(cuda)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
-    narrow = _core.op_attention(cuda, k, v, q, s, sliding_window=window, softcap=cap)
-    ref = _core.op_attention(cpu, k, v, q, s, sliding_window=window, softcap=cap)
+    narrow = run(cuda)
+    ref = run(cpu)
     assert np.isfinite(wide).all()
     assert rel(wide, ref) < 1e-5  # the attention tests' bound
     assert rel(wide, ref) < 2 * rel(narrow, ref)  # as precise as the narrow path
     assert rel(wide, narrow) < 2e-6
     assert not np.array_equal(wide.view(np.uint32), narrow.view(np.uint32))  # the wide path ran
+    if steps == "2" and d > 32:
+        monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "1")
+        one = run(cuda)
+        assert rel(wide, one) < 2e-6
+        assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
+
+
+def test_cuda_prefill_attention_in_two_block_steps_falls_back_to_one_block_steps(cuda, monkeypatch):
+    # Head sizes other than 64 and 128 have no two-block kernel: GAACRT_CUDA_PREFILL_WIDE=2 runs
+    # the one-block steps there, bit for bit.
+    rng = np.random.default_rng(3)
+    k, v, q = attention_inputs(rng, 300, 70, 4, 2, 32)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "2")
+    pairs = _core.op_attention(cuda, k, v, q, 0.2)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "1")
+    wide = _core.op_attention(cuda, k, v, q, 0.2)
+    assert np.array_equal(pairs.view(np.uint32), wide.view(np.uint32))
 
 
 def test_cuda_attention_is_a_softmax_over_bf16_keys_and_values(cuda):

@@ -178,6 +178,11 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
   const bool wide = shared && kD <= KV_TILE_MAX_DIM && !(pw && pw[0] == '0');
+  // GAACRT_CUDA_PREFILL_WIDE=2: the wide row groups in steps of two blocks (attention_wide.cuh
+  // prefill_wide; kernels of their own, attention_prefill_pairs_*.cu), at head sizes 64 and 128
+  // where their ring fits; else steps of one.
+  const bool wide_pairs = wide && pw && pw[0] == '2' && (kD == 64 || kD == 128) &&
+                          attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
                                                          wide ? attn::kWideRows : attn::kRowsPerGroup),
@@ -188,6 +193,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                            timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
+  else if (wide_pairs)
+    (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(
+        kD, P, grid, smem, stream_, device_, blocks);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

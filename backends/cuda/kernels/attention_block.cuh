@@ -123,40 +123,44 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 #endif
 }
 
-// Online softmax step of one block b of 16 keys (visible keys lo..pos; log2 domain: m and the
-// scores are in units of log2): masks and scales this lane's scores sc, turns them into the
-// weights p, updates m and l and returns the factor the row's accumulators must be scaled by.
-__device__ __forceinline__ float softmax_weights(float (&sc)[4], int32_t b, int32_t pos, int32_t lo, float& m,
-                                                 float& l, const AttentionArgs& a, float (&p)[4]) {
+// Online softmax step of kN consecutive blocks b .. b + kN - 1 of 16 keys (visible keys lo..pos;
+// log2 domain: m and the scores are in units of log2): masks and scales this lane's scores sc
+// (block b + i's in sc[4i .. 4i + 3]), turns them into the weights p, updates m and l and returns
+// the factor the row's accumulators must be scaled by. (kN = 2: the wide prefill's steps of 32
+// keys, attention_wide.cuh; one maximum, one exponent of the correction and one pair of sums'
+// shuffles for both blocks.)
+template <int kN = 1>
+__device__ __forceinline__ float softmax_weights(float (&sc)[4 * kN], int32_t b, int32_t pos, int32_t lo, float& m,
+                                                 float& l, const AttentionArgs& a, float (&p)[4 * kN]) {
   const int tig = threadIdx.x & 3;
   const int32_t b0 = b * KV_BLOCK_TOKENS, kb = b0 + 2 * tig;
-  // Every key of the block visible to this row (all blocks of a decode step but the newest and,
+  // Every key of the blocks visible to this row (all blocks of a decode step but the newest and,
   // with a sliding window, the oldest): no per-key mask.
-  const bool all_visible = b0 >= lo && b0 + KV_BLOCK_TOKENS - 1 <= pos;
+  const bool all_visible = b0 >= lo && b0 + kN * KV_BLOCK_TOKENS - 1 <= pos;
   float bmax = -INFINITY;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < 4 * kN; ++j) {
     float x = sc[j] * a.scale;
     if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
     sc[j] = x * kLog2e;
   }
   if (!all_visible) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int32_t key = kb + (j & 1) + 8 * (j >> 1);
+    for (int j = 0; j < 4 * kN; ++j) {
+      const int32_t key = kb + KV_BLOCK_TOKENS * (j >> 2) + (j & 1) + 8 * ((j >> 1) & 1);
       // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
       if (key < lo || key > pos) sc[j] = -INFINITY;
     }
   }
 #pragma unroll
-  for (int j = 0; j < 4; ++j) bmax = fmaxf(bmax, sc[j]);
+  for (int j = 0; j < 4 * kN; ++j) bmax = fmaxf(bmax, sc[j]);
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
   const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
   const float corr = exp2_ftz(m - mref);  // 0 until the first visible key (m = -inf); 2^0 = 1 exactly
   float rs = 0.f;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < 4 * kN; ++j) {
     p[j] = exp2_ftz(sc[j] - mref);
     rs += p[j];
   }

@@ -231,16 +231,17 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
     } else {  // a raw page (or a released one: zeros, never visible) against the unrotated q
       copy_page_sync<kD>(e8_page(kv, ek), kD, 0, raw, lane, 32);
       __syncwarp();
-      float s3[3][2][4];
-      wide_scores<kD>(
-          raw,
+      float s3[1][3][2][4];
+      const uint16_t* const kt[1] = {raw};
+      wide_scores<kD, 1>(
+          kt,
           [&](int kk, uint32_t(&f)[3][4]) -> const uint32_t(&)[3][4] {
             wide_query_step<kD>(P, rw, kk, f);
             return f;
           },
           s3);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) wide_row_scores(s3, h, sc[h]);
+      for (int h = 0; h < 2; ++h) wide_row_scores<1>(s3, h, sc[h]);
       __syncwarp();  // the tile is read: V may take it
     }
 #pragma unroll
@@ -256,7 +257,8 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
       copy_page_sync<kD>(e8_page(kv, ev), kD, 0, raw, lane, 32);
       __syncwarp();
       zero_rows_past_end<kD>(raw, len - b * KV_BLOCK_TOKENS, lane);
-      wide_pv<kD>(raw, p, o);
+      const uint16_t* const vt[1] = {raw};
+      wide_pv<kD, 1>(vt, p, o);
     }
   });
   e8_wide_fold<kD>(o, zs);

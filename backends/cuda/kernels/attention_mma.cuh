@@ -236,7 +236,7 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 // A kShared launch's decode-sized sequences (beside a prefill) keep n_split, sized for kB: at
 // three, their splits then run in ~1.5 waves (slower, the same bits), and so does the 16-row
 // path (GAACRT_CUDA_PREFILL_WIDE=0), no longer the configuration measured before the wide one.
-template <int kD, bool kShared, int kB>
+template <int kD, int kShared, int kB>
 constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 
 // PDL: the decode path waits for the previous kernel inside run_rows (after the first copies of
@@ -244,9 +244,10 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // step writes.
 // kShared: prefill-sized sequences on one stream per thread block (the launches of
 // attention_prefill_*.cu): in row groups of 64 when P.prefill_wide (attention_wide.cuh), else of
-// 16 (run_rows_shared); without kShared on run_rows. Decode-sized sequences take the same path
-// either way.
-template <int kD, bool kGaac, int kB, bool kShared = false>
+// 16 (run_rows_shared); 2: row groups of 64 in steps of two blocks (attention_prefill_pairs_*.cu,
+// head sizes 64 and 128; a kernel of its own, so that the one-block kernels keep their registers);
+// without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
+template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);
   stamp(P.timeline, kStampStart);
@@ -296,12 +297,20 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     if constexpr (kGaac) load_gaac_bases<kD>(P, kvh, GL, b3, b4);
     pdl_begin();
     if constexpr (kShared) {
-      zero_shared_padding<kD, kGaac, kB>(smem, kGaac ? kv.n_half * P.half_bytes : kTileBytes, d);
-      if constexpr (kD <= KV_TILE_MAX_DIM)
-        if (P.prefill_wide) {
-          prefill_wide<kD, kGaac, kB>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
-          return;
-        }
+      const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
+      if constexpr (kShared == 2) {  // the wide row groups in two-block steps (attention_prefill_pairs_*.cu)
+        static_assert(kD == 64 || kD == 128, "two-block steps: head sizes 64 and 128");
+        zero_shared_padding<kD, kGaac, kB, 2>(smem, kv_bytes, d);
+        prefill_wide<kD, kGaac, kB, 2>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+        return;
+      } else {
+        zero_shared_padding<kD, kGaac, kB>(smem, kv_bytes, d);
+        if constexpr (kD <= KV_TILE_MAX_DIM)
+          if (P.prefill_wide) {
+            prefill_wide<kD, kGaac, kB, 1>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+            return;
+          }
+      }
     }
     for (int32_t rg = split; rg * kRowsPerGroup < n_rows; rg += gridDim.x) {
       const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
@@ -368,12 +377,12 @@ inline void launch_attention_kernel(const KernelArgs& P, dim3 grid, size_t smem,
 
 // Launches the kernel of one head size (blocks: the thread blocks per SM it is built for, 3 only
 // at head size 128).
-template <int kD, bool kGaac, bool kShared, int kB = 2>
+template <int kD, bool kGaac, int kShared, int kB = 2>
 inline void launch_one(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device) {
   launch_attention_kernel<attention_mma_kernel<kD, kGaac, kB, kShared>>(P, grid, smem, stream, device);
 }
 
-template <bool kGaac, bool kShared = false>
+template <bool kGaac, int kShared = 0>
 inline void launch_dims(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
                         int blocks) {
   switch (kD) {
@@ -404,5 +413,20 @@ void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_
                                    int device, int blocks);
 void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                    int device, int blocks);
+// The kShared = 2 kernels (head sizes 64 and 128: attention.cu asks for no other), in
+// attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
+void launch_attention_prefill_pairs_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
+                                         int device, int blocks);
+void launch_attention_prefill_pairs_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
+                                         int device, int blocks);
+
+// The kShared = 2 kernels of one format by head size (64, or 128 built for `blocks` per SM).
+template <bool kGaac>
+inline void launch_pairs(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
+                         int blocks) {
+  if (kD == 64) launch_one<64, kGaac, 2>(P, grid, smem, stream, device);
+  else if (blocks == 3) launch_one<128, kGaac, 2, 3>(P, grid, smem, stream, device);
+  else launch_one<128, kGaac, 2>(P, grid, smem, stream, device);
+}
 
 }  // namespace gaacrt::cuda::attn

@@ -45,26 +45,35 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // GAAC's slots: warp 0), GAAC's tiles are decoded once (a warp per round: decode_my_round), and
 // every warp runs block_math on the blocks of its own
 // range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
-// Barriers per block: A (staged), for GAAC B (decoded; a block-wide AND of the slots' validation).
-// A also frees the stage (and GAAC's decoded tiles) of the block before: a warp reaches A only
-// after its math on that block, so the refill issued after A and the next decode after A never
-// overwrite what a warp still reads (a third barrier there was redundant; the emulation's mutation
-// of it, the eighth session, changed no test).
-__host__ __device__ constexpr int shared_stage_count(int kD, int blocks) { return 2 * stage_count(kD, blocks); }
-// Shared bytes of the ring: stages, GAAC's decoded K and V tiles, the stages' barriers and entries.
-__host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes) {
-  const uint32_t stages = shared_stage_count(kD, blocks), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
-  return stages * 2 * kv_bytes + (gaac ? 2 * tile : 0) + stages * 8 + stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
+// Barriers per step (kStep blocks: 1, or 2 for the wide row groups' steps of 32 keys): A (staged),
+// for GAAC B (decoded; a block-wide AND of the slots' validation). A also frees the stages (and
+// GAAC's decoded tiles) of the step before: a warp reaches A only after its math on that step, so
+// the refills issued after A and the next decode after A never overwrite what a warp still reads
+// (a third barrier there was redundant; the emulation's mutation of it, the eighth session,
+// changed no test).
+// Stages: a step's blocks in use and two steps' in flight for kStep = 2 (six); for one-block
+// steps twice a decode warp's stage_count (four at head size 128 in the three-block build).
+__host__ __device__ constexpr int shared_stage_count(int kD, int blocks, int step = 1) {
+  return step == 1 ? 2 * stage_count(kD, blocks) : 3 * step;
+}
+// Shared bytes of the ring: stages, GAAC's decoded K and V tiles (a pair per block of a step), the
+// stages' barriers and entries.
+__host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes,
+                                                         int step = 1) {
+  const uint32_t stages = shared_stage_count(kD, blocks, step), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
+  return stages * 2 * kv_bytes + (gaac ? 2 * step * tile : 0) + stages * 8 +
+         stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
 }
 
 // Zeroes columns d .. kD-1 of the ring's BF16 tiles (the stages, or GAAC's decoded tiles) once:
 // the loaders never write them (padded heads, d = 48 runs as kD = 64).
-template <int kD, bool kGaac, int kB>
+template <int kD, bool kGaac, int kB, int kStep = 1>
 __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_bytes, int32_t d) {
-  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB);
+  constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes;
+  constexpr int kSS = shared_stage_count(kD, kB, kStep);
   if (d >= kD) return;
   uint8_t* t0 = kGaac ? base + kSS * 2 * kv_bytes : base;
-  const int n_tiles = kGaac ? 2 : 2 * kSS;  // BF16: a stage's K and V are tiles (kv_bytes = kTileBytes)
+  const int n_tiles = kGaac ? 2 * kStep : 2 * kSS;  // BF16: a stage's K and V are tiles (kv_bytes = kTileBytes)
   for (int t = 0; t < n_tiles; ++t)
     for (int x = threadIdx.x; x < KV_BLOCK_TOKENS * (kD - d); x += kThreads)
       reinterpret_cast<uint16_t*>(t0 + t * kTileBytes)[(x / (kD - d)) * kRow + d + x % (kD - d)] = 0;
@@ -72,7 +81,8 @@ __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_b
 
 // Who decodes a GAAC block in the shared stream: round r (K's tiles, then V's) goes to warp
 // (r + 1) % 4, so warp 0, the one that issues GAAC's copies, decodes only at head size 256 (four
-// rounds). (Half rounds on every warp — a tile's lanes' groups 0-3 on one warp, 4-7 on another,
+// rounds). The second block of a two-block step passes warp - kRounds (mod 4): its rounds go to the
+// warps after the first block's, so at head size 128 every warp decodes one tile a step. (Half rounds on every warp — a tile's lanes' groups 0-3 on one warp, 4-7 on another,
 // each recounting the tile's escape offsets — were 15% slower after 32K on an H100: pp512 1,990
 // against 2,349 tok/s, the twelfth session in bench/results/cuda_h200.md.)
 template <int kD, int kR = 0>
@@ -101,8 +111,9 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 }
 
 // One row group's stream: blocks B0 .. B1-1 of sequence s and kv-head kvh, each staged once into
-// the ring and, for GAAC, decoded once (decode_my_round); every warp
-// then calls math(kt, vt, b) on the block's BF16 rows. start() runs once the first copies are
+// the ring and, for GAAC, decoded once (decode_my_round), in steps of kStep blocks; every warp
+// then calls math(kt, vt, b, n) on a step's n blocks b .. b + n - 1 (n = kStep but for a shorter
+// last step; kt[i], vt[i]: block b + i's BF16 rows). start() runs once the first copies are
 // out (the rows' query fragments: their loads overlap the copies). bf16_bulk: BF16 pages by bulk
 // copies where run_rows would take them (a long stream), else always by cp.async (the wide row
 // groups: 6% faster after 32K on an H100, the twelfth session). Every warp issues a quarter of each
@@ -113,21 +124,25 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // waiting for its own before A, the newest block's rows past the last token zero-filled by the
 // copies (against warp 0 alone: pp512 after 32K 2,718 against 2,257 tok/s on the H100). Padded
 // heads' BF16 pages and GAAC's slots (a slot is one contiguous copy): warp 0.
-template <int kD, bool kGaac, int kB, class Start, class Math>
+template <int kD, bool kGaac, int kB, int kStep, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
                                               const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                               const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], Start&& start,
                                               Math&& math, bool bf16_bulk = true) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB), kT = TileGeom<kD>::kTiles;
-  static_assert(TileGeom<kD>::kRounds <= kWarps, "a warp per decode round");
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB, kStep);
+  constexpr int kT = TileGeom<kD>::kTiles, kR = TileGeom<kD>::kRounds;
+  // Blocks issued before the first step; block it + kAhead is issued at block it's turn.
+  constexpr int kAhead = kSS - kStep;
+  static_assert(kR <= kWarps, "a warp per decode round");
+  static_assert(kStep == 1 || kStep * kR <= kWarps, "a step's decode rounds on different warps");
   const KVLayerView& kv = P.kv;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t len = s.pos0 + s.n_q;
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-  uint8_t* dec = base + kSS * 2 * kv_bytes;  // GAAC: the decoded K and V tiles
-  uint64_t* bars = reinterpret_cast<uint64_t*>(dec + (kGaac ? 2 * kTileBytes : 0));
+  uint8_t* dec = base + kSS * 2 * kv_bytes;  // GAAC: the step's decoded K and V tiles
+  uint64_t* bars = reinterpret_cast<uint64_t*>(dec + (kGaac ? 2 * kStep * kTileBytes : 0));
   uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kSS);  // [kSS][kT]
   constexpr bool kBulk = GAACRT_BULK_COPY;
   const int32_t n_iter = B1 - B0;
@@ -151,49 +166,68 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   EntryStream<kT> es;  // the issuers' (each warp loads the same entries when spread)
   if (issuer) {
     es.start(kv, s.table, kvh, B0, 1, n_iter);
-    es.template issue_first<kSS>(issue);
+    es.template issue_first<kAhead + 1>(issue);
   }
   start();
-  for (int32_t it = 0; it < n_iter; ++it) {
+  for (int32_t it = 0; it < n_iter; it += kStep) {
     const int32_t b = B0 + it;
-    uint8_t* sk = base + (2 * (it % kSS)) * kv_bytes;
-    const bool last = len - b * KV_BLOCK_TOKENS < KV_BLOCK_TOKENS;  // rows past the newest token
+    const int n = min(kStep, n_iter - it);  // this step's blocks
+    // Block b + i's stage, and the BF16 rows math reads: the stage, or GAAC's decoded tiles.
+    auto stage = [&](int i) { return base + 2 * ((it + i) % kSS) * kv_bytes; };
+    auto rows = [&](int i, int is_v) {
+      return reinterpret_cast<uint16_t*>(kGaac ? dec + (2 * i + is_v) * kTileBytes : stage(i) + is_v * kv_bytes);
+    };
+    const uint16_t* kts[kStep];
+    const uint16_t* vts[kStep];
+#pragma unroll
+    for (int i = 0; i < kStep; ++i) {
+      kts[i] = rows(i, 0);
+      vts[i] = rows(i, 1);
+    }
+    // Rows past the newest token: only the stream's last block can hold them, the step's last.
+    const int32_t n_last = len - (b + n - 1) * KV_BLOCK_TOKENS;
+    const bool any_last = n_last < KV_BLOCK_TOKENS;  // block-uniform
     if (issuer) {
-      // kSS - 1 groups were committed before the loop and one per earlier iteration: all but the
-      // newest kSS - 2 hold block `it` and the ones before it.
-      cp_async_wait<kSS - 2>();  // this lane's copies of block `it` have landed
-      if (bulk && warp == 0) mbar_wait(bars + it % kSS, (uint32_t)(it / kSS) & 1u);  // ... and all bulk copies
+      // kAhead groups were committed before the loop and kStep per earlier step: all but the
+      // newest kSS - 2 kStep hold this step's blocks and the ones before them (a group past the
+      // stream's end is empty).
+      cp_async_wait<kSS - 2 * kStep>();  // this lane's copies of the step's blocks have landed
+#pragma unroll
+      for (int i = 0; i < kStep; ++i)  // ... and all bulk copies
+        if (bulk && warp == 0 && i < n) mbar_wait(bars + (it + i) % kSS, (uint32_t)((it + i) / kSS) & 1u);
       __syncwarp();
-      if (!kGaac && last && warp == 0 && !(spread && !bulk))  // (by cp.async, spread: zero-filled by the copies)
-        zero_rows_past_end<kD>(reinterpret_cast<uint16_t*>(sk + kv_bytes), len - b * KV_BLOCK_TOKENS, lane);
+      if (!kGaac && any_last && warp == 0 && !(spread && !bulk))  // (by cp.async, spread: zero-filled by the copies)
+        zero_rows_past_end<kD>(rows(n - 1, 1), n_last, lane);
       // Generic writes to the stage (zeroed rows, cp.async) before any warp's later bulk copies
       // into it (the issuer fences too, after A; this is the writer's side, for a stage another
       // warp refills).
-      if (!kGaac && spread && (last || !bulk)) fence_proxy_async();
+      if (!kGaac && spread && (any_last || !bulk)) fence_proxy_async();
     }
-    __syncthreads();  // A: block `it` is staged for every warp
-    // Block it + kSS - 1 into the stage block it - 1 used (freed by A: every warp is done with it),
-    // then every issuer starts on block `it`.
-    if (issuer) es.template issue_ahead<kSS>(it, issue);
+    __syncthreads();  // A: the step's blocks are staged for every warp
+    // Blocks it + kAhead .. into the stages the step before used (freed by A: every warp is done
+    // with them), then every issuer starts on this step.
+    if (issuer)
+#pragma unroll
+      for (int i = 0; i < kStep; ++i) es.template issue_ahead<kAhead + 1>(it + i, issue);
     if constexpr (kGaac) {
-      uint16_t* kt = reinterpret_cast<uint16_t*>(dec);
-      uint16_t* vt = reinterpret_cast<uint16_t*>(dec + kTileBytes);
-      const uint32_t* be = ents + (it % kSS) * kT;
-      const uint8_t* sv = sk + kv_bytes;
-      const bool ok_w = decode_my_round<kD>(warp, kv, gs, be, sk, sv, P.half_bytes, GL, b3, b4, kt, vt);
-      const bool ok = __syncthreads_and(ok_w);  // B: decoded (and validated) for every warp
-      if (!ok) {
-        if (threadIdx.x == 0) record_corrupt(P.err, kv.layer, kvh, b);  // reported, never read
-      } else {
-        if (last) {  // block-uniform
-          if (warp == 0) zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
-          __syncthreads();
-        }
-        math(kt, vt, b);
+      bool ok_w = true;
+#pragma unroll
+      for (int i = 0; i < kStep; ++i) {
+        if (i >= n) break;  // block-uniform
+        const uint8_t* sk = stage(i);
+        const bool ok_i = decode_my_round<kD>((warp + kWarps - kR * i) % kWarps, kv, gs, ents + (it + i) % kSS * kT,
+                                              sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, rows(i, 0), rows(i, 1));
+        if (!ok_i && lane == 0) record_corrupt(P.err, kv.layer, kvh, b + i);  // reported, never read
+        ok_w &= ok_i;
       }
-    } else {
-      math(reinterpret_cast<const uint16_t*>(sk), reinterpret_cast<const uint16_t*>(sk + kv_bytes), b);
+      // B: decoded (and validated) for every warp; a corrupt tile's step is skipped.
+      if (!__syncthreads_and(ok_w)) continue;
+      if (any_last) {  // block-uniform: the stream's newest block is the step's last
+        if (warp == 0) zero_rows_past_end<kD>(rows(n - 1, 1), n_last, lane);
+        __syncthreads();
+      }
     }
+    math(kts, vts, b, n);
   }
   if (kBulk && threadIdx.x == 0)  // every phase issued has completed: retire the barriers
 #pragma unroll
@@ -211,14 +245,14 @@ __device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnS
                                                 float& m, float& l) {
   const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
   uint32_t qa[kD / 16][4];
-  shared_stream<kD, kGaac, kB>(
+  shared_stream<kD, kGaac, kB, 1>(
       P, s, kvh, B0, B1, base, GL, b3, b4,
       [&] {
         reset_row_state<kD>(o, m, l);
         query_fragments<kD>(P.q + tr.q_off, tr.valid, P.kv.head_dim_k, qa);
       },
-      [&](const uint16_t* kt, const uint16_t* vt, int32_t b) {
-        if (b >= b0 && b < b1) block_math<kD>(kt, vt, b, tr.pos, tr.lo, qa, o, m, l, P.a);
+      [&](const uint16_t* const (&kt)[1], const uint16_t* const (&vt)[1], int32_t b, int) {
+        if (b >= b0 && b < b1) block_math<kD>(kt[0], vt[0], b, tr.pos, tr.lo, qa, o, m, l, P.a);
       });
 }
 

@@ -49,78 +49,94 @@ __device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&
   for (int kk = 0; kk < kD / 16; ++kk) wide_query_step<kD>(P, rw, kk, qa[kk]);
 }
 
-// q·k of one block of 16 keys for the warp's 16 rows. The tensor cores add a product sum to the
-// accumulator and truncate (not round) the fp32 result, so each query part gets accumulators of
-// its own: s[p][n] holds keys 8n .. 8n+7 (fragment e: row g + 8 (e / 2), key 8n + 2t + e % 2),
-// summed in fp32 by wide_row_scores. frag(kk, f) returns k-step kk's fragments (held ones, or
-// made in the scratch f). (Two parts instead of three, 16 significant bits, gave the same pp512 on
-// an H100, the twelfth session: the tensor cores are not what bounds this kernel.)
-template <int kD, class Frag>
-__device__ __forceinline__ void wide_scores(const uint16_t* kt, Frag&& frag, float (&s)[3][2][4]) {
+// q·k of kN blocks of 16 keys (kt[i]: block i's BF16 rows) for the warp's 16 rows. The tensor
+// cores add a product sum to the accumulator and truncate (not round) the fp32 result, so each
+// query part gets accumulators of its own: s[i][p][n] holds block i's keys 8n .. 8n+7 (fragment e:
+// row g + 8 (e / 2), key 8n + 2t + e % 2), summed in fp32 by wide_row_scores. frag(kk, f) returns
+// k-step kk's fragments (held ones, or made in the scratch f), once for all kN blocks. (Two parts
+// instead of three, 16 significant bits, gave the same pp512 on an H100, the twelfth session: the
+// tensor cores are not what bounds this kernel.)
+template <int kD, int kN, class Frag>
+__device__ __forceinline__ void wide_scores(const uint16_t* const (&kt)[kN], Frag&& frag, float (&s)[kN][3][2][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
 #pragma unroll
-  for (int p = 0; p < 3; ++p)
+  for (int i = 0; i < kN; ++i)
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+    for (int p = 0; p < 3; ++p)
 #pragma unroll
-      for (int x = 0; x < 4; ++x) s[p][n][x] = 0.f;
-  const uint16_t* kp = kt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) s[i][p][n][x] = 0.f;
+  const int off = (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
-    uint32_t r[4], scratch[3][4];
-    ldmatrix_x4(r, kp + 16 * kk);
+    uint32_t scratch[3][4];
     const uint32_t(&f)[3][4] = frag(kk, scratch);
 #pragma unroll
-    for (int p = 0; p < 3; ++p) {
-      mma_bf16(s[p][0], f[p], r[0], r[1]);
-      mma_bf16(s[p][1], f[p], r[2], r[3]);
+    for (int i = 0; i < kN; ++i) {
+      uint32_t r[4];
+      ldmatrix_x4(r, kt[i] + off + 16 * kk);
+#pragma unroll
+      for (int p = 0; p < 3; ++p) {
+        mma_bf16(s[i][p][0], f[p], r[0], r[1]);
+        mma_bf16(s[i][p][1], f[p], r[2], r[3]);
+      }
     }
   }
 }
 
-// Row h's scores (this lane's keys 2t, 2t+1, 2t+8, 2t+9: the narrow path's four, so
-// softmax_weights serves each row as it is), the parts summed small first.
-__device__ __forceinline__ void wide_row_scores(const float (&s)[3][2][4], int h, float (&sc)[4]) {
+// Row h's scores (this lane's keys 2t, 2t+1, 2t+8, 2t+9 of each block: block i's in sc[4i ..
+// 4i + 3], the layout softmax_weights<kN> reads), the parts summed small first.
+template <int kN>
+__device__ __forceinline__ void wide_row_scores(const float (&s)[kN][3][2][4], int h, float (&sc)[4 * kN]) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int n = j >> 1, e = 2 * h + (j & 1);
-    sc[j] = (s[2][n][e] + s[1][n][e]) + s[0][n][e];
-  }
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = j >> 1, e = 2 * h + (j & 1);
+      sc[4 * i + j] = (s[i][2][n][e] + s[i][1][n][e]) + s[i][0][n][e];
+    }
 }
 
-// o += w · V of a block's BF16 rows vt for the warp's 16 rows (w[h]: row h's weights of keys 2t,
-// 2t+1, 2t+8, 2t+9, as the A operand {row g keys 2t, 2t+1; row g+8 the same; row g keys 2t+8,
-// 2t+9; row g+8 the same}) in three bf16 parts: the block's p·v gathers its parts in fresh
-// accumulators, the small parts first, before one rounded add into o, so that the small parts
-// are never truncated against the large sums (added straight into s and o, on the H200, the
-// head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed the CPU by
-// more than their 2e-6; the emulation, which rounds, gave ~5e-7).
-template <int kD>
-__device__ __forceinline__ void wide_pv(const uint16_t* vt, const float (&w)[2][4], float (&o)[kD / 8][4]) {
+// o += w · V of kN blocks' BF16 rows vt[i] for the warp's 16 rows (w[h]: row h's weights, block
+// i's keys 2t, 2t+1, 2t+8, 2t+9 at 4i .., as the A operand {row g keys 2t, 2t+1; row g+8 the same;
+// row g keys 2t+8, 2t+9; row g+8 the same}) in three bf16 parts: the step's p·v gathers its
+// parts in fresh accumulators, the small parts first, before one rounded add into o, so that the
+// small parts are never truncated against the large sums (added straight into s and o, on the
+// H200, the head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed
+// the CPU by more than their 2e-6; the emulation, which rounds, gave ~5e-7).
+template <int kD, int kN>
+__device__ __forceinline__ void wide_pv(const uint16_t* const (&vt)[kN], const float (&w)[2][4 * kN],
+                                        float (&o)[kD / 8][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-  uint32_t pf[3][4];
+  uint32_t pf[kN][3][4];
 #pragma unroll
-  for (int u = 0; u < 2; ++u)
+  for (int i = 0; i < kN; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const Split3 sp = split3(w[h][2 * u], w[h][2 * u + 1]);
-      pf[0][2 * u + h] = sp.hi;
-      pf[1][2 * u + h] = sp.mid;
-      pf[2][2 * u + h] = sp.lo;
-    }
-  const uint16_t* vp = vt + (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const Split3 sp = split3(w[h][4 * i + 2 * u], w[h][4 * i + 2 * u + 1]);
+        pf[i][0][2 * u + h] = sp.hi;
+        pf[i][1][2 * u + h] = sp.mid;
+        pf[i][2][2 * u + h] = sp.lo;
+      }
+  const int off = (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
 #pragma unroll
   for (int np = 0; np < kD / 16; ++np) {
-    uint32_t r[4];
-    ldmatrix_x4_trans(r, vp + 16 * np);
-    float t[2][4] = {};  // this block's p·v, the small parts first
+    uint32_t r[kN][4];
 #pragma unroll
-    for (int p = 2; p >= 0; --p) {
-      mma_bf16(t[0], pf[p], r[0], r[1]);
-      mma_bf16(t[1], pf[p], r[2], r[3]);
-    }
+    for (int i = 0; i < kN; ++i) ldmatrix_x4_trans(r[i], vt[i] + off + 16 * np);
+    float t[2][4] = {};  // this step's p·v, the small parts first
+#pragma unroll
+    for (int p = 2; p >= 0; --p)
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        mma_bf16(t[0], pf[i][p], r[i][0], r[i][1]);
+        mma_bf16(t[1], pf[i][p], r[i][2], r[i][3]);
+      }
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       o[2 * np][x] += t[0][x];
@@ -144,23 +160,24 @@ __device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float 
   }
 }
 
-// Scores, online softmax and weighted values of one block of 16 keys for the warp's 16 rows.
-template <int kD>
-__device__ __forceinline__ void wide_block_math(const uint16_t* kt, const uint16_t* vt, int32_t b,
-                                                const TileRow (&rw)[2], const uint32_t (&qa)[kD / 16][3][4],
-                                                float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
-                                                const AttentionArgs& a) {
-  float s[3][2][4];
-  wide_scores<kD>(kt, [&](int kk, uint32_t(&)[3][4]) -> const uint32_t(&)[3][4] { return qa[kk]; }, s);
-  float w[2][4], corr[2];
+// Scores, online softmax and weighted values of kN blocks b .. b + kN - 1 (16 keys each; rows
+// that see none of a block's keys mask them) for the warp's 16 rows.
+template <int kD, int kN>
+__device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN], const uint16_t* const (&vt)[kN],
+                                                int32_t b, const TileRow (&rw)[2],
+                                                const uint32_t (&qa)[kD / 16][3][4], float (&o)[kD / 8][4],
+                                                float (&m)[2], float (&l)[2], const AttentionArgs& a) {
+  float s[kN][3][2][4];
+  wide_scores<kD, kN>(kt, [&](int kk, uint32_t(&)[3][4]) -> const uint32_t(&)[3][4] { return qa[kk]; }, s);
+  float w[2][4 * kN], corr[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float sc[4];
-    wide_row_scores(s, h, sc);
-    corr[h] = softmax_weights(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
+    float sc[4 * kN];
+    wide_row_scores<kN>(s, h, sc);
+    corr[h] = softmax_weights<kN>(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
   }
   wide_rescale<kD>(o, corr);
-  wide_pv<kD>(vt, w, o);
+  wide_pv<kD, kN>(vt, w, o);
 }
 
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
@@ -185,8 +202,13 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
   }
 }
 
-// Thread block `split` takes row groups split, split + gridDim.x, ... of 64 rows of sequence s.
-template <int kD, bool kGaac, int kB>
+// Thread block `split` takes row groups split, split + gridDim.x, ... of 64 rows of sequence s, on
+// the shared stream in steps of kStep blocks (1, or 2: 32 keys between two of its barriers, one
+// softmax step for both blocks, their q·k and p·v chains side by side; GAACRT_CUDA_PREFILL_WIDE=2,
+// kernels of head size 64 and 128). A step that reaches past this warp's blocks masks the keys its
+// rows cannot see (the stream's blocks are staged for the whole group, so they are finite); a
+// stream of an odd length ends with a one-block step.
+template <int kD, bool kGaac, int kB, int kStep>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -201,7 +223,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
     uint32_t qa[kD / 16][3][4];
-    shared_stream<kD, kGaac, kB>(
+    shared_stream<kD, kGaac, kB, kStep>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
 #pragma unroll
@@ -212,8 +234,16 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           l[0] = l[1] = 0.f;
           wide_query<kD>(P, rw, qa);
         },
-        [&](const uint16_t* kt, const uint16_t* vt, int32_t b) {
-          if (b >= b0 && b < b1) wide_block_math<kD>(kt, vt, b, rw, qa, o, m, l, P.a);
+        [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
+          if constexpr (kStep > 1) {
+            if (n == kStep) {
+              if (b + kStep > b0 && b < b1) wide_block_math<kD, kStep>(kt, vt, b, rw, qa, o, m, l, P.a);
+              return;
+            }
+          }
+          const uint16_t* const k1[1] = {kt[0]};  // a step of one block
+          const uint16_t* const v1[1] = {vt[0]};
+          if (b >= b0 && b < b1) wide_block_math<kD, 1>(k1, v1, b, rw, qa, o, m, l, P.a);
         },
         false);  // BF16 pages by cp.async (shared_stream)
     wide_write_rows<kD>(P, s, kvh, rw, o, l);

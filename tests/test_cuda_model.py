@@ -315,11 +315,13 @@ def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypa
             assert np.array_equal(x.view(np.uint32), y.view(np.uint32)), f"GAAC differs from BF16 ({path.name}, {rows})"
 
 
+@pytest.mark.parametrize("wide", ["2", "3"])
 @pytest.mark.parametrize("n_head,n_head_kv,head_dim", [(8, 8, 128), (8, 2, 128), (9, 3, 64)],
                          ids=["h128-g1", "h128-g4", "h64-g3"])
 def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path, monkeypatch, n_head, n_head_kv,
-                                                                       head_dim):
-    # GAACRT_CUDA_PREFILL_WIDE=2 (the wide row groups in steps of two blocks, attention_prefill_pairs_*.cu):
+                                                                       head_dim, wide):
+    # GAACRT_CUDA_PREFILL_WIDE=2 (the wide row groups in steps of two blocks, attention_prefill_pairs_*.cu;
+    # 3: with two bf16 parts of the queries and weights instead of three):
     # a prompt prefilled in chunks of 64 tokens, so that the later chunks attend to blocks the GAAC
     # cache has encoded (a step's two blocks decoded by different warps). GAAC's logits bit-identical
     # to BF16's; other sums than the one-block steps', within the wide path's bound of them.
@@ -334,8 +336,8 @@ def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path,
         s = gpu.session(n_ctx=len(toks) + 64, cache=cache, n_ubatch=64)
         return s.eval(toks, all_logits=True), s
 
-    bf16, _ = run("bf16", "2")
-    gaac, s = run("gaac", "2")
+    bf16, _ = run("bf16", wide)
+    gaac, s = run("gaac", wide)
     one, _ = run("bf16", "1")
     assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
     assert np.isfinite(bf16).all()

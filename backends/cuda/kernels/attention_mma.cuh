@@ -246,7 +246,9 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // attention_prefill_*.cu): in row groups of 64 when P.prefill_wide (attention_wide.cuh), else of
 // 16 (run_rows_shared); 2: row groups of 64 in steps of two blocks (attention_prefill_pairs_*.cu,
 // head sizes 64 and 128; a kernel of its own, so that the one-block kernels keep their registers);
-// without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
+// 3: the same with two bf16 parts of the queries and weights instead of three (built for two
+// thread blocks per SM as well: for three, 168 registers, its loop spilled ~150 instructions a
+// step); without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);
@@ -298,10 +300,10 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     pdl_begin();
     if constexpr (kShared) {
       const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-      if constexpr (kShared == 2) {  // the wide row groups in two-block steps (attention_prefill_pairs_*.cu)
+      if constexpr (kShared >= 2) {  // the wide row groups in two-block steps (attention_prefill_pairs_*.cu)
         static_assert(kD == 64 || kD == 128, "two-block steps: head sizes 64 and 128");
         zero_shared_padding<kD, kGaac, kB, 2>(smem, kv_bytes, d);
-        prefill_wide<kD, kGaac, kB, 2>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+        prefill_wide<kD, kGaac, kB, 2, kShared == 3 ? 2 : 3>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
         return;
       } else {
         zero_shared_padding<kD, kGaac, kB>(smem, kv_bytes, d);
@@ -413,20 +415,21 @@ void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_
                                    int device, int blocks);
 void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                    int device, int blocks);
-// The kShared = 2 kernels (head sizes 64 and 128: attention.cu asks for no other), in
-// attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
+// The kShared = 2 (parts = 3) and 3 (parts = 2) kernels (head sizes 64 and 128: attention.cu asks
+// for no other), in attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
 void launch_attention_prefill_pairs_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
-                                         int device, int blocks);
+                                         int device, int blocks, int parts);
 void launch_attention_prefill_pairs_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
-                                         int device, int blocks);
+                                         int device, int blocks, int parts);
 
-// The kShared = 2 kernels of one format by head size (64, or 128 built for `blocks` per SM).
-template <bool kGaac>
+// The two-block kernels of one format by head size (64, or 128 built for `blocks` per SM) and
+// parts of the queries and weights.
+template <bool kGaac, int kShared>
 inline void launch_pairs(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
                          int blocks) {
-  if (kD == 64) launch_one<64, kGaac, 2>(P, grid, smem, stream, device);
-  else if (blocks == 3) launch_one<128, kGaac, 2, 3>(P, grid, smem, stream, device);
-  else launch_one<128, kGaac, 2>(P, grid, smem, stream, device);
+  if (kD == 64) launch_one<64, kGaac, kShared>(P, grid, smem, stream, device);
+  else if (blocks == 3) launch_one<128, kGaac, kShared, 3>(P, grid, smem, stream, device);
+  else launch_one<128, kGaac, kShared>(P, grid, smem, stream, device);
 }
 
 }  // namespace gaacrt::cuda::attn

@@ -20,12 +20,24 @@ namespace gaacrt::cuda::attn {
 
 constexpr int kWideRowsPerWarp = 16, kWideRows = kWarps * kWideRowsPerWarp;  // 64
 
-// The A fragments of k-step kk of the warp's 16 query rows in three bf16 parts, each part a whole
+// The first kP of split3's bf16 parts of x0, x1 into word j of each part: kP = 3 about fp32's 24
+// significant bits, kP = 2 16 of them (more than llama.cpp's fp16 queries and weights; the wide
+// kernels of GAACRT_CUDA_PREFILL_WIDE=3).
+template <int kP>
+__device__ __forceinline__ void split_parts(float x0, float x1, uint32_t (&f)[kP][4], int j) {
+  static_assert(kP == 2 || kP == 3, "two or three bf16 parts");
+  const Split3 sp = split3(x0, x1);
+  f[0][j] = sp.hi;
+  f[1][j] = sp.mid;
+  if constexpr (kP == 3) f[2][j] = sp.lo;
+}
+
+// The A fragments of k-step kk of the warp's 16 query rows in kP bf16 parts, each part a whole
 // operand: f[p] = {row g channels c, c+1; row g+8 c, c+1; row g c+8, c+9; row g+8 c+8, c+9},
 // c = 16 kk + 2 (lane % 4); zeros past dk channels and for missing rows.
-template <int kD>
+template <int kD, int kP = 3>
 __device__ __forceinline__ void wide_query_step(const KernelArgs& P, const TileRow (&rw)[2], int kk,
-                                                uint32_t (&f)[3][4]) {
+                                                uint32_t (&f)[kP][4]) {
   const int tig = threadIdx.x & 3;
   const int32_t dk = P.kv.head_dim_k;
 #pragma unroll
@@ -35,18 +47,16 @@ __device__ __forceinline__ void wide_query_step(const KernelArgs& P, const TileR
       const int ch = 16 * kk + 2 * tig + 8 * u;
       const float* qv = P.q + rw[h].q_off;
       const float x0 = rw[h].valid && ch < dk ? qv[ch] : 0.f, x1 = rw[h].valid && ch + 1 < dk ? qv[ch + 1] : 0.f;
-      const Split3 sp = split3(x0, x1);
-      f[0][2 * u + h] = sp.hi;
-      f[1][2 * u + h] = sp.mid;
-      f[2][2 * u + h] = sp.lo;
+      split_parts<kP>(x0, x1, f, 2 * u + h);
     }
 }
 
 // All k-steps' fragments (qa[kk]), held for a whole stream of blocks.
-template <int kD>
-__device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&rw)[2], uint32_t (&qa)[kD / 16][3][4]) {
+template <int kD, int kP>
+__device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&rw)[2],
+                                           uint32_t (&qa)[kD / 16][kP][4]) {
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) wide_query_step<kD>(P, rw, kk, qa[kk]);
+  for (int kk = 0; kk < kD / 16; ++kk) wide_query_step<kD, kP>(P, rw, kk, qa[kk]);
 }
 
 // q·k of kN blocks of 16 keys (kt[i]: block i's BF16 rows) for the warp's 16 rows. The tensor
@@ -56,14 +66,14 @@ __device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&
 // k-step kk's fragments (held ones, or made in the scratch f), once for all kN blocks. (Two parts
 // instead of three, 16 significant bits, gave the same pp512 on an H100, the twelfth session: the
 // tensor cores are not what bounds this kernel.)
-template <int kD, int kN, class Frag>
-__device__ __forceinline__ void wide_scores(const uint16_t* const (&kt)[kN], Frag&& frag, float (&s)[kN][3][2][4]) {
+template <int kD, int kN, int kP = 3, class Frag>
+__device__ __forceinline__ void wide_scores(const uint16_t* const (&kt)[kN], Frag&& frag, float (&s)[kN][kP][2][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
 #pragma unroll
   for (int i = 0; i < kN; ++i)
 #pragma unroll
-    for (int p = 0; p < 3; ++p)
+    for (int p = 0; p < kP; ++p)
 #pragma unroll
       for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -71,14 +81,14 @@ __device__ __forceinline__ void wide_scores(const uint16_t* const (&kt)[kN], Fra
   const int off = (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
-    uint32_t scratch[3][4];
-    const uint32_t(&f)[3][4] = frag(kk, scratch);
+    uint32_t scratch[kP][4];
+    const uint32_t(&f)[kP][4] = frag(kk, scratch);
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       uint32_t r[4];
       ldmatrix_x4(r, kt[i] + off + 16 * kk);
 #pragma unroll
-      for (int p = 0; p < 3; ++p) {
+      for (int p = 0; p < kP; ++p) {
         mma_bf16(s[i][p][0], f[p], r[0], r[1]);
         mma_bf16(s[i][p][1], f[p], r[2], r[3]);
       }
@@ -88,14 +98,17 @@ __device__ __forceinline__ void wide_scores(const uint16_t* const (&kt)[kN], Fra
 
 // Row h's scores (this lane's keys 2t, 2t+1, 2t+8, 2t+9 of each block: block i's in sc[4i ..
 // 4i + 3], the layout softmax_weights<kN> reads), the parts summed small first.
-template <int kN>
-__device__ __forceinline__ void wide_row_scores(const float (&s)[kN][3][2][4], int h, float (&sc)[4 * kN]) {
+template <int kN, int kP = 3>
+__device__ __forceinline__ void wide_row_scores(const float (&s)[kN][kP][2][4], int h, float (&sc)[4 * kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int n = j >> 1, e = 2 * h + (j & 1);
-      sc[4 * i + j] = (s[i][2][n][e] + s[i][1][n][e]) + s[i][0][n][e];
+      float x = s[i][kP - 1][n][e];
+#pragma unroll
+      for (int p = kP - 2; p >= 0; --p) x += s[i][p][n][e];
+      sc[4 * i + j] = x;
     }
 }
 
@@ -106,23 +119,18 @@ __device__ __forceinline__ void wide_row_scores(const float (&s)[kN][3][2][4], i
 // small parts are never truncated against the large sums (added straight into s and o, on the
 // H200, the head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed
 // the CPU by more than their 2e-6; the emulation, which rounds, gave ~5e-7).
-template <int kD, int kN>
+template <int kD, int kN, int kP = 3>
 __device__ __forceinline__ void wide_pv(const uint16_t* const (&vt)[kN], const float (&w)[2][4 * kN],
                                         float (&o)[kD / 8][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-  uint32_t pf[kN][3][4];
+  uint32_t pf[kN][kP][4];
 #pragma unroll
   for (int i = 0; i < kN; ++i)
 #pragma unroll
     for (int u = 0; u < 2; ++u)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const Split3 sp = split3(w[h][4 * i + 2 * u], w[h][4 * i + 2 * u + 1]);
-        pf[i][0][2 * u + h] = sp.hi;
-        pf[i][1][2 * u + h] = sp.mid;
-        pf[i][2][2 * u + h] = sp.lo;
-      }
+      for (int h = 0; h < 2; ++h) split_parts<kP>(w[h][4 * i + 2 * u], w[h][4 * i + 2 * u + 1], pf[i], 2 * u + h);
   const int off = (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
 #pragma unroll
   for (int np = 0; np < kD / 16; ++np) {
@@ -131,7 +139,7 @@ __device__ __forceinline__ void wide_pv(const uint16_t* const (&vt)[kN], const f
     for (int i = 0; i < kN; ++i) ldmatrix_x4_trans(r[i], vt[i] + off + 16 * np);
     float t[2][4] = {};  // this step's p·v, the small parts first
 #pragma unroll
-    for (int p = 2; p >= 0; --p)
+    for (int p = kP - 1; p >= 0; --p)
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
         mma_bf16(t[0], pf[i][p], r[i][0], r[i][1]);
@@ -162,22 +170,22 @@ __device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float 
 
 // Scores, online softmax and weighted values of kN blocks b .. b + kN - 1 (16 keys each; rows
 // that see none of a block's keys mask them) for the warp's 16 rows.
-template <int kD, int kN>
+template <int kD, int kN, int kP>
 __device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN], const uint16_t* const (&vt)[kN],
                                                 int32_t b, const TileRow (&rw)[2],
-                                                const uint32_t (&qa)[kD / 16][3][4], float (&o)[kD / 8][4],
+                                                const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
                                                 float (&m)[2], float (&l)[2], const AttentionArgs& a) {
-  float s[kN][3][2][4];
-  wide_scores<kD, kN>(kt, [&](int kk, uint32_t(&)[3][4]) -> const uint32_t(&)[3][4] { return qa[kk]; }, s);
+  float s[kN][kP][2][4];
+  wide_scores<kD, kN, kP>(kt, [&](int kk, uint32_t(&)[kP][4]) -> const uint32_t(&)[kP][4] { return qa[kk]; }, s);
   float w[2][4 * kN], corr[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sc[4 * kN];
-    wide_row_scores<kN>(s, h, sc);
+    wide_row_scores<kN, kP>(s, h, sc);
     corr[h] = softmax_weights<kN>(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
   }
   wide_rescale<kD>(o, corr);
-  wide_pv<kD, kN>(vt, w, o);
+  wide_pv<kD, kN, kP>(vt, w, o);
 }
 
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
@@ -208,7 +216,7 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
 // kernels of head size 64 and 128). A step that reaches past this warp's blocks masks the keys its
 // rows cannot see (the stream's blocks are staged for the whole group, so they are finite); a
 // stream of an odd length ends with a one-block step.
-template <int kD, bool kGaac, int kB, int kStep>
+template <int kD, bool kGaac, int kB, int kStep, int kP = 3>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -222,7 +230,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows, r0 + kWideRowsPerWarp) - 1, b0, b1);
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
-    uint32_t qa[kD / 16][3][4];
+    uint32_t qa[kD / 16][kP][4];
     shared_stream<kD, kGaac, kB, kStep>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
@@ -232,18 +240,18 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
             for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
           m[0] = m[1] = -INFINITY;
           l[0] = l[1] = 0.f;
-          wide_query<kD>(P, rw, qa);
+          wide_query<kD, kP>(P, rw, qa);
         },
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
           if constexpr (kStep > 1) {
             if (n == kStep) {
-              if (b + kStep > b0 && b < b1) wide_block_math<kD, kStep>(kt, vt, b, rw, qa, o, m, l, P.a);
+              if (b + kStep > b0 && b < b1) wide_block_math<kD, kStep, kP>(kt, vt, b, rw, qa, o, m, l, P.a);
               return;
             }
           }
           const uint16_t* const k1[1] = {kt[0]};  // a step of one block
           const uint16_t* const v1[1] = {vt[0]};
-          if (b >= b0 && b < b1) wide_block_math<kD, 1>(k1, v1, b, rw, qa, o, m, l, P.a);
+          if (b >= b0 && b < b1) wide_block_math<kD, 1, kP>(k1, v1, b, rw, qa, o, m, l, P.a);
         },
         false);  // BF16 pages by cp.async (shared_stream)
     wide_write_rows<kD>(P, s, kvh, rw, o, l);

@@ -143,6 +143,7 @@ WIDE_CASES = [
     (913, 37, 32, 8, 128, 0, 0.0),    # an odd number of blocks: a two-block stream ends with one block
     (400, 120, 9, 3, 64, 0, 0.0),     # SmolLM2's group of 3: a warp's rows start mid-token
     (500, 150, 4, 1, 64, 40, 0.0),    # sliding window: a row group's rows see different blocks
+    (700, 150, 8, 2, 128, 100, 0.0),  # ... at head 128 (Mistral's shape): a step may start before a warp's window
     (400, 100, 4, 1, 80, 0, 20.0),    # padded head (80 as 128), softcap
     (300, 64, 8, 2, 48, 7, 5.0),      # 48 as 64, a narrow window, softcap
 ]

@@ -28,9 +28,10 @@
 #            attention_wide.cuh; 2: row groups of 64 in two-block steps, 3: the same with two bf16
 #            parts): their distance from the CPU (bench/wide_prefill_precision.py), then pp512 at
 #            depth 0 and after 32K for each of WIDE_VALUES (default 1 2 3 1 2 3), then the
-#            E8 cache's the same way (1 0; attention_e8_wide.cuh) (not a default stage). The wide
-#            kernel's SASS regions: STAGES=sass SASS_REGEX="attention_mma_kernel<(.int.)?128,
-#            (.bool.0|false), (.int.)?3, (.bool.1|true)" SASS_CMD="python3 bench/cuda_e2e.py $MODEL
+#            E8 cache's the same way (WIDE_E8_VALUES, default 1 0; attention_e8_wide.cuh) (not a
+#            default stage). The wide kernel's SASS regions: STAGES=sass
+#            SASS_REGEX="attention_mma_kernel<(.int.)?128, (.bool.0|false), (.int.)?3, (.int.)?1>"
+#            (the last argument 2 or 3: the two-block kernels of =2 and =3) SASS_CMD="python3 bench/cuda_e2e.py $MODEL
 #            --caches bf16 --depths 0 --pp-depths 32768 --n-gen 4 --kv-budget-gib 0" with SASS_SKIP
 #            past the launches that grow the cache (140 caught a short one on an H100, the twelfth
 #            session) and SASS_UNITS the launch's 16-key block steps
@@ -139,7 +140,7 @@ if has wide; then
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
   done
-  for W in 1 0; do
+  for W in ${WIDE_E8_VALUES-1 0}; do  # (WIDE_E8_VALUES="" skips the E8 runs)
     echo "E8, GAACRT_CUDA_PREFILL_WIDE=$W:"
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches e8 --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"

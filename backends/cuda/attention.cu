@@ -179,10 +179,12 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
   const bool wide = shared && kD <= KV_TILE_MAX_DIM && !(pw && pw[0] == '0');
   // GAACRT_CUDA_PREFILL_WIDE=2: the wide row groups in steps of two blocks (attention_wide.cuh
-  // prefill_wide; kernels of their own, attention_prefill_pairs_*.cu), =3 the same with two bf16
-  // parts of the queries and weights instead of three, at head sizes 64 and 128 where their ring
-  // fits; else steps of one.
-  const bool wide_pairs = wide && pw && (pw[0] == '2' || pw[0] == '3') && (kD == 64 || kD == 128) &&
+  // prefill_wide; kernels of their own, attention_prefill_pairs_*.cu) at head sizes 64 and 128, =3
+  // the same with two bf16 parts of the queries and weights instead of three at head size 128 in
+  // the three-block build, where their ring fits; else steps of one.
+  const bool pairs3 = pw && pw[0] == '2' && (kD == 64 || kD == 128);
+  const bool pairs2 = pw && pw[0] == '3' && kD == 128 && blocks == 3;
+  const bool wide_pairs = wide && (pairs3 || pairs2) &&
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
@@ -196,7 +198,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (wide_pairs)
     (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(
-        kD, P, grid, smem, stream_, device_, blocks, pw[0] == '3' ? 2 : 3);
+        kD, P, grid, smem, stream_, device_, blocks, pairs2 ? 2 : 3);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

@@ -9,8 +9,7 @@ namespace gaacrt::cuda::attn {
 
 void launch_attention_prefill_pairs_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                          int device, int blocks, int parts) {
-  if (parts == 2) launch_pairs<false, 3>(kD, P, grid, smem, stream, device, blocks);
-  else launch_pairs<false, 2>(kD, P, grid, smem, stream, device, blocks);
+  launch_pairs<false>(kD, P, grid, smem, stream, device, blocks, parts);
 }
 
 }  // namespace gaacrt::cuda::attn

@@ -302,6 +302,7 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
       const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
       if constexpr (kShared >= 2) {  // the wide row groups in two-block steps (attention_prefill_pairs_*.cu)
         static_assert(kD == 64 || kD == 128, "two-block steps: head sizes 64 and 128");
+        static_assert(kShared == 2 || (kD == 128 && kB == 3), "two parts: head size 128, three-block build");
         zero_shared_padding<kD, kGaac, kB, 2>(smem, kv_bytes, d);
         prefill_wide<kD, kGaac, kB, 2, kShared == 3 ? 2 : 3>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
         return;
@@ -422,14 +423,16 @@ void launch_attention_prefill_pairs_bf16(int kD, const KernelArgs& P, dim3 grid,
 void launch_attention_prefill_pairs_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                          int device, int blocks, int parts);
 
-// The two-block kernels of one format by head size (64, or 128 built for `blocks` per SM) and
-// parts of the queries and weights.
-template <bool kGaac, int kShared>
+// The two-block kernels of one format: three parts by head size (64, or 128 built for `blocks` per
+// SM); two parts at head size 128 in the three-block build only (attention.cu asks for no other:
+// an experiment, its kernels kept few for the build's time).
+template <bool kGaac>
 inline void launch_pairs(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
-                         int blocks) {
-  if (kD == 64) launch_one<64, kGaac, kShared>(P, grid, smem, stream, device);
-  else if (blocks == 3) launch_one<128, kGaac, kShared, 3>(P, grid, smem, stream, device);
-  else launch_one<128, kGaac, kShared>(P, grid, smem, stream, device);
+                         int blocks, int parts) {
+  if (parts == 2) launch_one<128, kGaac, 3, 3>(P, grid, smem, stream, device);
+  else if (kD == 64) launch_one<64, kGaac, 2>(P, grid, smem, stream, device);
+  else if (blocks == 3) launch_one<128, kGaac, 2, 3>(P, grid, smem, stream, device);
+  else launch_one<128, kGaac, 2>(P, grid, smem, stream, device);
 }
 
 }  // namespace gaacrt::cuda::attn

@@ -81,10 +81,13 @@ __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_b
 
 // Who decodes a GAAC block in the shared stream: round r (K's tiles, then V's) goes to warp
 // (r + 1) % 4, so warp 0, the one that issues GAAC's copies, decodes only at head size 256 (four
-// rounds). The second block of a two-block step passes warp - kRounds (mod 4): its rounds go to the
-// warps after the first block's, so at head size 128 every warp decodes one tile a step. (Half rounds on every warp — a tile's lanes' groups 0-3 on one warp, 4-7 on another,
-// each recounting the tile's escape offsets — were 15% slower after 32K on an H100: pp512 1,990
-// against 2,349 tok/s, the twelfth session in bench/results/cuda_h200.md.)
+// rounds). The second block of a two-block step passes warp - kRounds (mod 4): its rounds go to
+// the warps after the first block's, so at head size 128 every warp decodes one tile a step.
+// (Half rounds on every warp — a tile's lanes' groups 0-3 on one warp, 4-7 on another, each
+// recounting the tile's escape offsets — were 15% slower after 32K on an H100: pp512 1,990
+// against 2,349 tok/s, the twelfth session in bench/results/cuda_h200.md. A call for the warp's
+// one block, picked by pointer, instead of a call per block of the step spilled more in the
+// two-block GAAC kernel: 41 local loads and stores in its loop against 28.)
 template <int kD, int kR = 0>
 __device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
                                                 const uint32_t* be, const uint8_t* sk, const uint8_t* sv,

@@ -246,9 +246,10 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // attention_prefill_*.cu): in row groups of 64 when P.prefill_wide (attention_wide.cuh), else of
 // 16 (run_rows_shared); 2: row groups of 64 in steps of two blocks (attention_prefill_pairs_*.cu,
 // head sizes 64 and 128; a kernel of its own, so that the one-block kernels keep their registers);
-// 3: the same with two bf16 parts of the queries and weights instead of three (built for two
-// thread blocks per SM as well: for three, 168 registers, its loop spilled ~150 instructions a
-// step); without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
+// 3: the same with two bf16 parts of the queries and weights instead of three (head size 128 in
+// the three-block build only; its kernel too holds two thread blocks per SM: built for three, 168
+// registers, its loop spilled ~150 instructions a step); without kShared (0) on run_rows.
+// Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);
@@ -416,8 +417,8 @@ void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_
                                    int device, int blocks);
 void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                    int device, int blocks);
-// The kShared = 2 (parts = 3) and 3 (parts = 2) kernels (head sizes 64 and 128: attention.cu asks
-// for no other), in attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
+// The kShared = 2 (parts = 3: head sizes 64 and 128) and 3 (parts = 2: head size 128, three-block
+// build) kernels, in attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
 void launch_attention_prefill_pairs_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                          int device, int blocks, int parts);
 void launch_attention_prefill_pairs_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,

@@ -114,7 +114,7 @@ __device__ __forceinline__ void wide_row_scores(const float (&s)[kN][kP][2][4], 
 
 // o += w · V of kN blocks' BF16 rows vt[i] for the warp's 16 rows (w[h]: row h's weights, block
 // i's keys 2t, 2t+1, 2t+8, 2t+9 at 4i .., as the A operand {row g keys 2t, 2t+1; row g+8 the same;
-// row g keys 2t+8, 2t+9; row g+8 the same}) in three bf16 parts: the step's p·v gathers its
+// row g keys 2t+8, 2t+9; row g+8 the same}) in kP bf16 parts: the step's p·v gathers its
 // parts in fresh accumulators, the small parts first, before one rounded add into o, so that the
 // small parts are never truncated against the large sums (added straight into s and o, on the
 // H200, the head-128 cases of test_cuda_prefill_attention_in_wide_row_groups_matches_cpu missed
@@ -213,9 +213,10 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
 // Thread block `split` takes row groups split, split + gridDim.x, ... of 64 rows of sequence s, on
 // the shared stream in steps of kStep blocks (1, or 2: 32 keys between two of its barriers, one
 // softmax step for both blocks, their q·k and p·v chains side by side; GAACRT_CUDA_PREFILL_WIDE=2,
-// kernels of head size 64 and 128). A step that reaches past this warp's blocks masks the keys its
-// rows cannot see (the stream's blocks are staged for the whole group, so they are finite); a
-// stream of an odd length ends with a one-block step.
+// kernels of head size 64 and 128), with kP bf16 parts of the queries and weights (3; 2 for =3).
+// A step that reaches past this warp's blocks masks the keys its rows cannot see (weight 0 on the
+// group's staged rows, real cache rows, or zeros past the newest token); a stream of an odd length
+// ends with a one-block step.
 template <int kD, bool kGaac, int kB, int kStep, int kP = 3>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,

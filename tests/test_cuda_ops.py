@@ -191,12 +191,12 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
         assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
 
 
-@pytest.mark.parametrize("steps", ["2", "3"])
-def test_cuda_prefill_attention_in_two_block_steps_falls_back_to_one_block_steps(cuda, monkeypatch, steps):
-    # Head sizes other than 64 and 128 have no two-block kernel: GAACRT_CUDA_PREFILL_WIDE=2 or 3
-    # runs the default one-block steps there, bit for bit.
+@pytest.mark.parametrize("steps,d", [("2", 32), ("3", 32), ("3", 64)])
+def test_cuda_prefill_attention_in_two_block_steps_falls_back_to_one_block_steps(cuda, monkeypatch, steps, d):
+    # Where no two-block kernel is built (three parts: head sizes other than 64 and 128; two parts:
+    # other than 128), GAACRT_CUDA_PREFILL_WIDE=2 or 3 runs the default one-block steps, bit for bit.
     rng = np.random.default_rng(3)
-    k, v, q = attention_inputs(rng, 300, 70, 4, 2, 32)
+    k, v, q = attention_inputs(rng, 300, 70, 4, 2, d)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", steps)
     pairs = _core.op_attention(cuda, k, v, q, 0.2)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "1")

@@ -26,9 +26,8 @@
 #            (default 32768 = 64K / 16 x 8 kv-heads) (not a default stage)
 #   wide     the prefill attention in row groups of 64 and of 16 (GAACRT_CUDA_PREFILL_WIDE=1|0,
 #            attention_wide.cuh; 2: row groups of 64 in two-block steps, 3: the same with two bf16
-#            parts, 4: one-block steps, two parts, the queries in shared memory): their distance
-#            from the CPU (bench/wide_prefill_precision.py), then pp512 at depth 0 and after 32K for
-#            each of WIDE_VALUES (default 1 2 3 4 1 2 3 4), then the
+#            parts): their distance from the CPU (bench/wide_prefill_precision.py), then pp512 at
+#            depth 0 and after 32K for each of WIDE_VALUES (default 1 2 3 1 2 3), then the
 #            E8 cache's the same way (WIDE_E8_VALUES, default 1 0; attention_e8_wide.cuh) (not a
 #            default stage). The wide kernel's SASS regions: STAGES=sass
 #            SASS_REGEX="attention_mma_kernel<(.int.)?128, (.bool.0|false), (.int.)?3, (.int.)?1>"
@@ -136,7 +135,7 @@ fi
 if has wide; then
   stage "wide prefill row groups: precision against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WIDE"
   timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
-  for W in ${WIDE_VALUES:-1 2 3 4 1 2 3 4}; do
+  for W in ${WIDE_VALUES:-1 2 3 1 2 3}; do
     echo "GAACRT_CUDA_PREFILL_WIDE=$W:"
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"

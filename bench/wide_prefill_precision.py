@@ -1,9 +1,8 @@
 """bench/wide_prefill_precision.py — how far the prefill attention's paths are from the CPU backend
 (relative L2 over the outputs), for the variants GAACRT_CUDA_PREFILL_WIDE selects: 1 (the default,
 row groups of 64, three bf16 parts of the queries and weights; attention_wide.cuh), 2 (the same in
-steps of two blocks, head sizes 64 and 128), 3 (two-block steps, two bf16 parts), 4 (one-block steps,
-two parts, the queries in shared memory; 3 and 4 at head size 128) and 0 (row groups of 16,
-run_rows_shared); then the E8
+steps of two blocks, head sizes 64 and 128), 3 (two-block steps, two bf16 parts) and 0 (row groups
+of 16, run_rows_shared); then the E8
 cache's
 prefill in row groups of 64 (1, attention_e8_wide.cuh) and of 16 (0, run_rows_e8), its blocks older
 than 128 tokens compressed. Random K, V and queries, as tests/test_cuda_ops.py's attention tests
@@ -33,7 +32,7 @@ def main() -> None:
     ap.add_argument("--backend", default="cuda")
     args = ap.parse_args()
     gpu, cpu = _core.open_backend(args.backend), _core.open_backend("cpu", n_threads=os.cpu_count() or 2)
-    variants = ["1", "2", "3", "4", "0"]
+    variants = ["1", "2", "3", "0"]
     print("| context, queries, heads, kv-heads, dim | " + " | ".join(f"WIDE={v} vs CPU" for v in variants) + " |")
     print("|---|" + "---:|" * len(variants))
     for shape in SHAPES:

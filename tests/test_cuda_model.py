@@ -323,13 +323,11 @@ def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypa
 @pytest.mark.parametrize("n_head,n_head_kv,head_dim,wide", [
     (8, 8, 128, "2"), (8, 2, 128, "2"), (9, 3, 64, "2"), (8, 2, 80, "2"),  # three parts: heads 64 and 128
     (8, 8, 128, "3"), (8, 2, 128, "3"),                                    # two parts: head 128 only
-    (8, 2, 128, "4"),                                  # one-block steps, two parts, queries in shared memory
-], ids=["h128-g1", "h128-g4", "h64-g3", "h80-g4", "h128-g1-2parts", "h128-g4-2parts", "h128-g4-qs"])
+], ids=["h128-g1", "h128-g4", "h64-g3", "h80-g4", "h128-g1-2parts", "h128-g4-2parts"])
 def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path, monkeypatch, n_head, n_head_kv,
                                                                        head_dim, wide):
     # GAACRT_CUDA_PREFILL_WIDE=2 (the wide row groups in steps of two blocks, attention_prefill_pairs_*.cu;
-    # 3: with two bf16 parts of the queries and weights instead of three; 4: one-block steps with two
-    # parts and the queries in shared memory):
+    # 3: with two bf16 parts of the queries and weights instead of three):
     # a prompt prefilled in chunks of 64 tokens, so that the later chunks attend to blocks the GAAC
     # cache has encoded (a step's two blocks decoded by different warps). 310 tokens: the last
     # chunk's newest block is partial and ends a two-block step (its rows past the last token

@@ -150,7 +150,7 @@ WIDE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("steps", ["1", "2", "3", "4"])
+@pytest.mark.parametrize("steps", ["1", "2", "3"])
 @pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window,cap", [
     (300, 70, 4, 2, 16, 0, 0.0),      # tiny head; 70 x 2 rows: a partial row group of 64
 ] + WIDE_CASES)
@@ -166,8 +166,7 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
     # head sizes 64 and 128), where keys a warp's rows cannot see in a step are masked: other bits
     # than the one-block steps (so the two-block kernel ran), as close to the CPU; 3 the same with
     # two bf16 parts of the queries and weights (16 significant bits: ~3e-6 from the CPU, within
-    # the attention tests' bound, not within twice the narrow path's distance; head size 128 only);
-    # 4 one-block steps with two parts, the queries' fragments in shared memory (head size 128).
+    # the attention tests' bound, not within twice the narrow path's distance; head size 128 only).
     rng = np.random.default_rng(n_ctx * 7 + n_q + d)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
@@ -179,24 +178,23 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
     ref = run(cpu)
     assert np.isfinite(wide).all()
     assert rel(wide, ref) < 1e-5  # the attention tests' bound
-    two_parts = steps in ("3", "4") and d > 64  # (=3 and =4 fall back to the default below head size 128)
-    if not two_parts:
+    if steps != "3" or d <= 64:  # (=3 falls back to three-part one-block steps below head size 128)
         assert rel(wide, ref) < 2 * rel(narrow, ref)  # as precise as the narrow path
         assert rel(wide, narrow) < 2e-6
     else:
         assert rel(wide, narrow) < 1e-5
     assert not np.array_equal(wide.view(np.uint32), narrow.view(np.uint32))  # the wide path ran
-    if two_parts or (steps == "2" and d > 32):
+    if steps != "1" and d > (32 if steps == "2" else 64):
         monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "1")
         one = run(cuda)
-        assert rel(wide, one) < (1e-5 if two_parts else 2e-6)
+        assert rel(wide, one) < (2e-6 if steps == "2" else 1e-5)
         assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
 
 
-@pytest.mark.parametrize("steps,d", [("2", 32), ("3", 32), ("3", 64), ("4", 64)])
+@pytest.mark.parametrize("steps,d", [("2", 32), ("3", 32), ("3", 64)])
 def test_cuda_prefill_attention_in_two_block_steps_falls_back_to_one_block_steps(cuda, monkeypatch, steps, d):
-    # Where no variant kernel is built (=2: head sizes other than 64 and 128; =3, =4: other than
-    # 128), GAACRT_CUDA_PREFILL_WIDE=2, 3 or 4 runs the default one-block steps, bit for bit.
+    # Where no two-block kernel is built (three parts: head sizes other than 64 and 128; two parts:
+    # other than 128), GAACRT_CUDA_PREFILL_WIDE=2 or 3 runs the default one-block steps, bit for bit.
     rng = np.random.default_rng(3)
     k, v, q = attention_inputs(rng, 300, 70, 4, 2, d)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", steps)

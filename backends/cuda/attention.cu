@@ -178,20 +178,14 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
   const bool wide = shared && kD <= KV_TILE_MAX_DIM && !(pw && pw[0] == '0');
-  // Variants of the wide row groups (attention_wide.cuh prefill_wide; kernels of their own,
-  // attention_prefill_pairs_*.cu), GAACRT_CUDA_PREFILL_WIDE=2: steps of two blocks, at head sizes
-  // 64 and 128; =3 the same with two bf16 parts of the queries and weights instead of three; =4
-  // one-block steps with two parts and the queries' fragments in shared memory behind the ring
-  // (its launch takes the bytes it needs; three thread blocks per SM while they fit). =3 and =4 at
-  // head size 128 in the three-block build. Elsewhere, or where the ring does not fit, the default.
-  const int wide_v = pw && pw[0] == '2' && (kD == 64 || kD == 128) ? 2
-                     : pw && (pw[0] == '3' || pw[0] == '4') && kD == 128 && blocks == 3 ? pw[0] - '0'
-                                                                                         : 0;
-  const size_t wide_v_bytes =
-      wide_v == 4 ? attn::wide_qs_offset(kD, gaac, blocks, kv_bytes, 1) + attn::kWarps * attn::wide_qs_warp_bytes(kD, 2)
-                  : attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2);
-  const bool wide_variant = wide && wide_v != 0 &&
-                            wide_v_bytes <= (wide_v == 4 ? (size_t)max_dynamic_smem(device_) : (size_t)attn::kWarps * warp_bytes);
+  // GAACRT_CUDA_PREFILL_WIDE=2: the wide row groups in steps of two blocks (attention_wide.cuh
+  // prefill_wide; kernels of their own, attention_prefill_pairs_*.cu) at head sizes 64 and 128, =3
+  // the same with two bf16 parts of the queries and weights instead of three at head size 128 in
+  // the three-block build, where their ring fits; else steps of one.
+  const bool pairs3 = pw && pw[0] == '2' && (kD == 64 || kD == 128);
+  const bool pairs2 = pw && pw[0] == '3' && kD == 128 && blocks == 3;
+  const bool wide_pairs = wide && (pairs3 || pairs2) &&
+                          attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
                                                          wide ? attn::kWideRows : attn::kRowsPerGroup),
@@ -202,9 +196,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                            timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
-  else if (wide_variant)
+  else if (wide_pairs)
     (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(
-        kD, P, grid, std::max(smem, wide_v_bytes), stream_, device_, blocks, wide_v);
+        kD, P, grid, smem, stream_, device_, blocks, pairs2 ? 2 : 3);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

@@ -237,7 +237,7 @@ __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq
 // three, their splits then run in ~1.5 waves (slower, the same bits), and so does the 16-row
 // path (GAACRT_CUDA_PREFILL_WIDE=0), no longer the configuration measured before the wide one.
 template <int kD, int kShared, int kB>
-constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared == 4 ? 3 : (kShared ? 2 : kB)); }
+constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 
 // PDL: the decode path waits for the previous kernel inside run_rows (after the first copies of
 // old blocks), the prefill path before its first row group; nothing before either reads what the
@@ -248,9 +248,7 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared == 4 ? 3 : (k
 // head sizes 64 and 128; a kernel of its own, so that the one-block kernels keep their registers);
 // 3: the same with two bf16 parts of the queries and weights instead of three (head size 128 in
 // the three-block build only; its kernel too holds two thread blocks per SM: built for three, 168
-// registers, its loop spilled ~150 instructions a step); 4: one-block steps with two parts, the
-// queries' fragments in shared memory behind the ring (64 registers fewer: built for three thread
-// blocks per SM; head size 128, three-block build); without kShared (0) on run_rows.
+// registers, its loop spilled ~150 instructions a step); without kShared (0) on run_rows.
 // Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
@@ -303,12 +301,7 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     pdl_begin();
     if constexpr (kShared) {
       const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-      if constexpr (kShared == 4) {  // one-block steps, two parts, the queries in shared memory
-        static_assert(kD == 128 && kB == 3, "queries in shared memory: head size 128, three-block build");
-        zero_shared_padding<kD, kGaac, kB>(smem, kv_bytes, d);
-        prefill_wide<kD, kGaac, kB, 1, 2, true>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
-        return;
-      } else if constexpr (kShared >= 2) {  // the wide row groups in two-block steps (attention_prefill_pairs_*.cu)
+      if constexpr (kShared >= 2) {  // the wide row groups in two-block steps (attention_prefill_pairs_*.cu)
         static_assert(kD == 64 || kD == 128, "two-block steps: head sizes 64 and 128");
         static_assert(kShared == 2 || (kD == 128 && kB == 3), "two parts: head size 128, three-block build");
         zero_shared_padding<kD, kGaac, kB, 2>(smem, kv_bytes, d);
@@ -424,21 +417,20 @@ void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_
                                    int device, int blocks);
 void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                    int device, int blocks);
-// The kShared = 2 (head sizes 64 and 128), 3 and 4 (head size 128, three-block build) kernels, in
-// attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu; variant = kShared.
+// The kShared = 2 (parts = 3: head sizes 64 and 128) and 3 (parts = 2: head size 128, three-block
+// build) kernels, in attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
 void launch_attention_prefill_pairs_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
-                                         int device, int blocks, int variant);
+                                         int device, int blocks, int parts);
 void launch_attention_prefill_pairs_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
-                                         int device, int blocks, int variant);
+                                         int device, int blocks, int parts);
 
-// The variant kernels of the wide prefill of one format: two-block steps (2) by head size (64, or
-// 128 built for `blocks` per SM); 3 and 4 at head size 128 in the three-block build only
-// (attention.cu asks for no other: experiments, their kernels kept few for the build's time).
+// The two-block kernels of one format: three parts by head size (64, or 128 built for `blocks` per
+// SM); two parts at head size 128 in the three-block build only (attention.cu asks for no other:
+// an experiment, its kernels kept few for the build's time).
 template <bool kGaac>
 inline void launch_pairs(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
-                         int blocks, int variant) {
-  if (variant == 3) launch_one<128, kGaac, 3, 3>(P, grid, smem, stream, device);
-  else if (variant == 4) launch_one<128, kGaac, 4, 3>(P, grid, smem, stream, device);
+                         int blocks, int parts) {
+  if (parts == 2) launch_one<128, kGaac, 3, 3>(P, grid, smem, stream, device);
   else if (kD == 64) launch_one<64, kGaac, 2>(P, grid, smem, stream, device);
   else if (blocks == 3) launch_one<128, kGaac, 2, 3>(P, grid, smem, stream, device);
   else launch_one<128, kGaac, 2>(P, grid, smem, stream, device);

@@ -51,46 +51,12 @@ __device__ __forceinline__ void wide_query_step(const KernelArgs& P, const TileR
     }
 }
 
-// All k-steps' fragments (qa[kk]), held for a whole stream of blocks in registers (kP x 32 of them).
+// All k-steps' fragments (qa[kk]), held for a whole stream of blocks.
 template <int kD, int kP>
 __device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&rw)[2],
                                            uint32_t (&qa)[kD / 16][kP][4]) {
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) wide_query_step<kD, kP>(P, rw, kk, qa[kk]);
-}
-
-// Or held in shared memory (the kernels of GAACRT_CUDA_PREFILL_WIDE=4: two parts, 64 registers
-// fewer, three thread blocks per SM): a warp's [kP][16 rows][kD + 8] bf16 (the row padding keeps
-// ldmatrix conflict-free), each k-step's fragments read back by one ldmatrix per part.
-__host__ __device__ constexpr uint32_t wide_qs_warp_bytes(int kD, int kP) {
-  return (uint32_t)kP * kWideRowsPerWarp * (kD + 8) * 2;
-}
-template <int kD, int kP>
-__device__ __forceinline__ void wide_query_to_shared(const KernelArgs& P, const TileRow (&rw)[2], uint16_t* qs) {
-  constexpr int kRow = kD + 8;
-  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    uint32_t f[kP][4];
-    wide_query_step<kD, kP>(P, rw, kk, f);
-#pragma unroll
-    for (int p = 0; p < kP; ++p)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)  // word j: row g + 8 (j & 1), channels 16 kk + 2t + 8 (j >> 1)
-        *reinterpret_cast<uint32_t*>(qs + (p * kWideRowsPerWarp + g + 8 * (j & 1)) * kRow + 16 * kk + 2 * tig +
-                                     8 * (j >> 1)) = f[p][j];
-  }
-  __syncwarp();
-}
-// k-step kk's fragments from the warp's shared queries: ldmatrix's four matrices are rows 0-7 /
-// 8-15 at channels 16 kk / 16 kk + 8, the A operand's four words.
-template <int kD, int kP>
-__device__ __forceinline__ void wide_query_from_shared(const uint16_t* qs, int kk, uint32_t (&f)[kP][4]) {
-  constexpr int kRow = kD + 8;
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int p = 0; p < kP; ++p)
-    ldmatrix_x4(f[p], qs + (p * kWideRowsPerWarp + (lane & 15)) * kRow + 16 * kk + 8 * (lane >> 4));
 }
 
 // q·k of kN blocks of 16 keys (kt[i]: block i's BF16 rows) for the warp's 16 rows. The tensor
@@ -203,15 +169,14 @@ __device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float 
 }
 
 // Scores, online softmax and weighted values of kN blocks b .. b + kN - 1 (16 keys each; rows
-// that see none of a block's keys mask them) for the warp's 16 rows; frag(kk, scratch) gives
-// k-step kk's query fragments (wide_scores).
-template <int kD, int kN, int kP, class Frag>
+// that see none of a block's keys mask them) for the warp's 16 rows.
+template <int kD, int kN, int kP>
 __device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN], const uint16_t* const (&vt)[kN],
-                                                int32_t b, const TileRow (&rw)[2], Frag&& frag,
-                                                float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
-                                                const AttentionArgs& a) {
+                                                int32_t b, const TileRow (&rw)[2],
+                                                const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
+                                                float (&m)[2], float (&l)[2], const AttentionArgs& a) {
   float s[kN][kP][2][4];
-  wide_scores<kD, kN, kP>(kt, frag, s);
+  wide_scores<kD, kN, kP>(kt, [&](int kk, uint32_t(&)[kP][4]) -> const uint32_t(&)[kP][4] { return qa[kk]; }, s);
   float w[2][4 * kN], corr[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -245,30 +210,20 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
   }
 }
 
-// Where the warps' queries start in the shared memory of the wide kernels that keep them there:
-// behind the ring, 16-byte aligned (attention.cu sizes the launch to wide_qs_offset + 4 warps').
-__host__ __device__ constexpr uint32_t wide_qs_offset(int kD, bool gaac, int blocks, uint32_t kv_bytes, int step) {
-  return (shared_ring_bytes(kD, gaac, blocks, kv_bytes, step) + 15u) & ~15u;
-}
-
 // Thread block `split` takes row groups split, split + gridDim.x, ... of 64 rows of sequence s, on
 // the shared stream in steps of kStep blocks (1, or 2: 32 keys between two of its barriers, one
 // softmax step for both blocks, their q·k and p·v chains side by side; GAACRT_CUDA_PREFILL_WIDE=2,
-// kernels of head size 64 and 128), with kP bf16 parts of the queries and weights (3; 2 for =3 and
-// =4), the queries' fragments in registers or (kQs, =4) in shared memory behind the ring.
+// kernels of head size 64 and 128), with kP bf16 parts of the queries and weights (3; 2 for =3).
 // A step that reaches past this warp's blocks masks the keys its rows cannot see (weight 0 on the
 // group's staged rows, real cache rows, or zeros past the newest token); a stream of an odd length
 // ends with a one-block step.
-template <int kD, bool kGaac, int kB, int kStep, int kP = 3, bool kQs = false>
+template <int kD, bool kGaac, int kB, int kStep, int kP = 3>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                              const GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
   const int32_t G = P.a.n_head / P.kv.n_head_kv, W = P.a.sliding_window;
-  const uint32_t kv_bytes = kGaac ? P.kv.n_half * P.half_bytes : (uint32_t)TileGeom<kD>::kTileBytes;
-  uint16_t* qs = reinterpret_cast<uint16_t*>(smem + wide_qs_offset(kD, kGaac, kB, kv_bytes, kStep) +
-                                             warp * wide_qs_warp_bytes(kD, kP));  // kQs only
   for (int32_t rg = split; rg * kWideRows < n_rows; rg += gridDim.x) {
     const int32_t g0 = rg * kWideRows, r0 = g0 + kWideRowsPerWarp * warp;
     int32_t B0, B1, b0 = 0, b1 = 0;  // the group's blocks, and this warp's (none past the rows)
@@ -276,15 +231,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows, r0 + kWideRowsPerWarp) - 1, b0, b1);
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
-    uint32_t qa[kQs ? 1 : kD / 16][kP][4];
-    auto frag = [&](int kk, uint32_t(&f)[kP][4]) -> const uint32_t(&)[kP][4] {
-      if constexpr (kQs) {
-        wide_query_from_shared<kD, kP>(qs, kk, f);
-        return f;
-      } else {
-        return qa[kk];
-      }
-    };
+    uint32_t qa[kD / 16][kP][4];
     shared_stream<kD, kGaac, kB, kStep>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
@@ -294,19 +241,18 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
             for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
           m[0] = m[1] = -INFINITY;
           l[0] = l[1] = 0.f;
-          if constexpr (kQs) wide_query_to_shared<kD, kP>(P, rw, qs);
-          else wide_query<kD, kP>(P, rw, qa);
+          wide_query<kD, kP>(P, rw, qa);
         },
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
           if constexpr (kStep > 1) {
             if (n == kStep) {
-              if (b + kStep > b0 && b < b1) wide_block_math<kD, kStep, kP>(kt, vt, b, rw, frag, o, m, l, P.a);
+              if (b + kStep > b0 && b < b1) wide_block_math<kD, kStep, kP>(kt, vt, b, rw, qa, o, m, l, P.a);
               return;
             }
           }
           const uint16_t* const k1[1] = {kt[0]};  // a step of one block
           const uint16_t* const v1[1] = {vt[0]};
-          if (b >= b0 && b < b1) wide_block_math<kD, 1, kP>(k1, v1, b, rw, frag, o, m, l, P.a);
+          if (b >= b0 && b < b1) wide_block_math<kD, 1, kP>(k1, v1, b, rw, qa, o, m, l, P.a);
         },
         false);  // BF16 pages by cp.async (shared_stream)
     wide_write_rows<kD>(P, s, kvh, rw, o, l);

@@ -24,14 +24,15 @@
 #            matches SASS_REGEX, run under SASS_CMD (default: the GAAC decode attention at 64K,
 #            bench/cuda_attention.py), then bench/ncu_sass_regions.py with SASS_UNITS work units
 #            (default 32768 = 64K / 16 x 8 kv-heads) (not a default stage)
-#   wide     the prefill attention in row groups of 64 and of 16 (GAACRT_CUDA_PREFILL_WIDE=1|0,
-#            attention_wide.cuh; 2: row groups of 64 in two-block steps, 3: the same with two bf16
-#            parts): their distance from the CPU (bench/wide_prefill_precision.py), then pp512 at
-#            depth 0 and after 32K for each of WIDE_VALUES (default 1 2 3 1 2 3), then the
+#   wide     the prefill attention in row groups of 64 and of 16 (attention_wide.cuh; GAACRT_CUDA_
+#            PREFILL_WIDE unset or 2: the default, two-block steps with two bf16 parts at head
+#            size 128; 1: one-block steps, three parts; 0: row groups of 16): their distance from the
+#            CPU (bench/wide_prefill_precision.py), then pp512 at depth 0 and after 32K for each of
+#            WIDE_VALUES (default 1 2 1 2), then the
 #            E8 cache's the same way (WIDE_E8_VALUES, default 1 0; attention_e8_wide.cuh) (not a
 #            default stage). The wide kernel's SASS regions: STAGES=sass
-#            SASS_REGEX="attention_mma_kernel<(.int.)?128, (.bool.0|false), (.int.)?3, (.int.)?1>"
-#            (the last argument 2 or 3: the two-block kernels of =2 and =3) SASS_CMD="python3 bench/cuda_e2e.py $MODEL
+#            SASS_REGEX="attention_mma_kernel<(.int.)?128, (.bool.0|false), (.int.)?3, (.int.)?2>"
+#            (the last argument 1: the one-block kernel of =1) SASS_CMD="python3 bench/cuda_e2e.py $MODEL
 #            --caches bf16 --depths 0 --pp-depths 32768 --n-gen 4 --kv-budget-gib 0" with SASS_SKIP
 #            past the launches that grow the cache (140 caught a short one on an H100, the twelfth
 #            session) and SASS_UNITS the launch's 16-key block steps
@@ -135,7 +136,7 @@ fi
 if has wide; then
   stage "wide prefill row groups: precision against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WIDE"
   timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
-  for W in ${WIDE_VALUES:-1 2 3 1 2 3}; do
+  for W in ${WIDE_VALUES:-1 2 1 2}; do
     echo "GAACRT_CUDA_PREFILL_WIDE=$W:"
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"

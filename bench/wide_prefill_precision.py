@@ -1,12 +1,11 @@
 """bench/wide_prefill_precision.py — how far the prefill attention's paths are from the CPU backend
-(relative L2 over the outputs), for the variants GAACRT_CUDA_PREFILL_WIDE selects: 1 (the default,
-row groups of 64, three bf16 parts of the queries and weights; attention_wide.cuh), 2 (the same in
-steps of two blocks, head sizes 64 and 128), 3 (two-block steps, two bf16 parts) and 0 (row groups
-of 16, run_rows_shared); then the E8
-cache's
-prefill in row groups of 64 (1, attention_e8_wide.cuh) and of 16 (0, run_rows_e8), its blocks older
-than 128 tokens compressed. Random K, V and queries, as tests/test_cuda_ops.py's attention tests
-and tests/test_cuda_lossy.py's.
+(relative L2 over the outputs), for the variants GAACRT_CUDA_PREFILL_WIDE selects: unset (the
+default: row groups of 64, attention_wide.cuh, in steps of two blocks with two bf16 parts of the
+queries and weights at head size 128, else one-block steps with three parts), 1 (one-block steps,
+three parts) and 0 (row groups of 16, run_rows_shared); then the E8 cache's prefill in row groups
+of 64 (1, attention_e8_wide.cuh) and of 16 (0, run_rows_e8), its blocks older than 128 tokens
+compressed. Random K, V and queries, as tests/test_cuda_ops.py's attention tests and
+tests/test_cuda_lossy.py's.
 
     python3 bench/wide_prefill_precision.py [--backend cuda|cuda-emulated]
 """
@@ -32,7 +31,7 @@ def main() -> None:
     ap.add_argument("--backend", default="cuda")
     args = ap.parse_args()
     gpu, cpu = _core.open_backend(args.backend), _core.open_backend("cpu", n_threads=os.cpu_count() or 2)
-    variants = ["1", "2", "3", "0"]
+    variants = ["default", "1", "0"]
     print("| context, queries, heads, kv-heads, dim | " + " | ".join(f"WIDE={v} vs CPU" for v in variants) + " |")
     print("|---|" + "---:|" * len(variants))
     for shape in SHAPES:
@@ -46,9 +45,11 @@ def main() -> None:
         ref = _core.op_attention(cpu, k, v, q, 1 / np.sqrt(d))
         cells = []
         for var in variants:
-            os.environ["GAACRT_CUDA_PREFILL_WIDE"] = var
+            os.environ.pop("GAACRT_CUDA_PREFILL_WIDE", None)
+            if var != "default":
+                os.environ["GAACRT_CUDA_PREFILL_WIDE"] = var
             cells.append(f"{rel(_core.op_attention(gpu, k, v, q, 1 / np.sqrt(d)), ref):.2e}")
-        os.environ.pop("GAACRT_CUDA_PREFILL_WIDE")
+        os.environ.pop("GAACRT_CUDA_PREFILL_WIDE", None)
         print(f"| {', '.join(map(str, shape))} | " + " | ".join(cells) + " |", flush=True)
     print()
     print("| E8 cache: context, queries, heads, kv-heads, dim | WIDE=1 vs CPU | WIDE=0 vs CPU |")

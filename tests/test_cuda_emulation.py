@@ -61,7 +61,7 @@ SELECTION = [
     ("test_fused_ops.py", "cuda", 60),
     ("test_cuda_lossy.py", "not model and not batched", 80),
     ("test_cuda_model.py",
-     "prefill_groups or (one_stream and smollm2) or (gaac_logits and smollm2) or hostile or two_block", 15),
+     "prefill_groups or (one_stream and smollm2) or (gaac_logits and smollm2) or hostile or two_block", 12),
 ]
 
 

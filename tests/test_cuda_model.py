@@ -247,12 +247,13 @@ def test_cuda_gaac_with_a_hostile_calibration_is_bit_identical_to_bf16(tmp_path,
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
-@pytest.mark.parametrize("blocks,bulk_min,wide", [("2", "8", "1"), ("3", "8", "1"), ("3", "0", "1"), ("2", "8", "2")],
-                         ids=["2", "3", "3-bulk", "2-two-block-steps"])
+@pytest.mark.parametrize("blocks,bulk_min,wide", [("2", "8", ""), ("3", "8", ""), ("3", "0", ""), ("3", "8", "1")],
+                         ids=["2", "3", "3-bulk", "3-one-block-steps"])
 def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks, bulk_min, wide):
     # The kernels built for two and for three thread blocks per SM (GAACRT_CUDA_ATTN_BLOCKS_PER_SM is
-    # read once per process: a subprocess each), BF16 pages by bulk copy at any length, and the
-    # two-block wide prefill steps (GAACRT_CUDA_PREFILL_WIDE=2) of the two-block build.
+    # read once per process: a subprocess each; the prefill in the three-block build in two-block
+    # steps by default, GAACRT_CUDA_PREFILL_WIDE=1 one-block steps), BF16 pages by bulk copy at any
+    # length.
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "h128.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
@@ -320,32 +321,33 @@ def test_cuda_prefill_on_one_stream_per_thread_block_head_128(tmp_path, monkeypa
             assert np.array_equal(x.view(np.uint32), y.view(np.uint32)), f"GAAC differs from BF16 ({path.name}, {rows})"
 
 
-@pytest.mark.parametrize("n_head,n_head_kv,head_dim,wide", [
-    (8, 8, 128, "2"), (8, 2, 128, "2"), (9, 3, 64, "2"), (8, 2, 80, "2"),  # three parts: heads 64 and 128
-    (8, 8, 128, "3"), (8, 2, 128, "3"),                                    # two parts: head 128 only
-], ids=["h128-g1", "h128-g4", "h64-g3", "h80-g4", "h128-g1-2parts", "h128-g4-2parts"])
+@pytest.mark.parametrize("n_head,n_head_kv,head_dim", [(8, 8, 128), (8, 2, 128), (8, 2, 80)],
+                         ids=["h128-g1", "h128-g4", "h80-g4"])
 def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path, monkeypatch, n_head, n_head_kv,
-                                                                       head_dim, wide):
-    # GAACRT_CUDA_PREFILL_WIDE=2 (the wide row groups in steps of two blocks, attention_prefill_pairs_*.cu;
-    # 3: with two bf16 parts of the queries and weights instead of three):
-    # a prompt prefilled in chunks of 64 tokens, so that the later chunks attend to blocks the GAAC
-    # cache has encoded (a step's two blocks decoded by different warps). 310 tokens: the last
-    # chunk's newest block is partial and ends a two-block step (its rows past the last token
-    # zeroed after the decode). A padded head (80 channels as 128). GAAC's logits bit-identical to
-    # BF16's; other sums than the one-block steps', within the wide path's bound of them.
+                                                                       head_dim):
+    # The wide row groups in steps of two blocks with two bf16 parts (attention_prefill_pairs_*.cu,
+    # the default at head size 128): a prompt prefilled in chunks of 64 tokens, so that the later
+    # chunks attend to blocks the GAAC cache has encoded (a step's two blocks decoded by different
+    # warps). 310 tokens: the last chunk's newest block is partial and ends a two-block step (its
+    # rows past the last token zeroed after the decode). A padded head (80 channels as 128).
+    # GAAC's logits bit-identical to BF16's; other sums than the one-block steps'
+    # (GAACRT_CUDA_PREFILL_WIDE=1), within the wide path's bound of them.
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "m.gguf", "llama", seed=5, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, n_ff=256)
     gpu = gaacrt.Model(str(path), backend=CUDA)
     toks = [int(t) for t in np.random.default_rng(12).integers(3, gpu.n_vocab, 310)]
 
-    def run(cache, wide):
-        monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", wide)
+    def run(cache, wide=None):
+        if wide is None:
+            monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
+        else:
+            monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", wide)
         s = gpu.session(n_ctx=len(toks) + 64, cache=cache, n_ubatch=64)
         return s.eval(toks, all_logits=True), s
 
-    bf16, _ = run("bf16", wide)
-    gaac, s = run("gaac", wide)
+    bf16, _ = run("bf16")
+    gaac, s = run("gaac")
     one, _ = run("bf16", "1")
     assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
     assert np.isfinite(bf16).all()

@@ -150,58 +150,60 @@ WIDE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("steps", ["1", "2", "3"])
+@pytest.mark.parametrize("steps", ["default", "1"])
 @pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window,cap", [
     (300, 70, 4, 2, 16, 0, 0.0),      # tiny head; 70 x 2 rows: a partial row group of 64
 ] + WIDE_CASES)
 def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx, n_q, n_head, n_kv, d, window, cap,
                                                                steps, monkeypatch):
     # Prefill-sized sequences in row groups of 64 (attention_wide.cuh, the default up to head size
-    # 128): 16 query rows per warp, each of the query's and the weights' three bf16 parts an mma of
-    # its own. As close to the CPU as the narrow path (~5e-7 on cuda-emulated, which rounds where
-    # the tensor cores truncate), and to the narrow path. The BF16 pages come by cp.async, every
-    # warp a quarter of each block (the newest block's unwritten rows zero-filled by the copies;
-    # padded heads: warp 0). steps = GAACRT_CUDA_PREFILL_WIDE: 1 the default, 2 the steps of two
-    # blocks (32 keys between two barriers, one softmax step for both; attention_prefill_pairs_*.cu,
-    # head sizes 64 and 128), where keys a warp's rows cannot see in a step are masked: other bits
-    # than the one-block steps (so the two-block kernel ran), as close to the CPU; 3 the same with
-    # two bf16 parts of the queries and weights (16 significant bits: ~3e-6 from the CPU, within
-    # the attention tests' bound, not within twice the narrow path's distance; head size 128 only).
+    # 128): 16 query rows per warp, each bf16 part of the query and of the weights an mma of its
+    # own. The BF16 pages come by cp.async, every warp a quarter of each block (the newest block's
+    # unwritten rows zero-filled by the copies; padded heads: warp 0).
+    # GAACRT_CUDA_PREFILL_WIDE=1: steps of one block with three parts, as close to the CPU as the
+    # narrow path (~5e-7 on cuda-emulated, which rounds where the tensor cores truncate). The
+    # default at head size 128 (the two-block kernels, attention_prefill_pairs_*.cu): steps of two
+    # blocks (32 keys between two barriers, one softmax step for both; keys a warp's rows cannot
+    # see in a step masked) with two parts, 16 significant bits: ~3e-6 from the CPU, within the
+    # attention tests' bound, and other bits than the one-block steps (so their kernel ran).
     rng = np.random.default_rng(n_ctx * 7 + n_q + d)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
     run = lambda backend: _core.op_attention(backend, k, v, q, s, sliding_window=window, softcap=cap)  # noqa: E731
-    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", steps)
+    if steps == "default":
+        monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
+    else:
+        monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", steps)
     wide = run(cuda)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
     narrow = run(cuda)
     ref = run(cpu)
     assert np.isfinite(wide).all()
     assert rel(wide, ref) < 1e-5  # the attention tests' bound
-    if steps != "3" or d <= 64:  # (=3 falls back to three-part one-block steps below head size 128)
+    assert not np.array_equal(wide.view(np.uint32), narrow.view(np.uint32))  # the wide path ran
+    two_block = steps == "default" and d > 64  # (heads up to 64: the one-block steps)
+    if not two_block:
         assert rel(wide, ref) < 2 * rel(narrow, ref)  # as precise as the narrow path
         assert rel(wide, narrow) < 2e-6
     else:
         assert rel(wide, narrow) < 1e-5
-    assert not np.array_equal(wide.view(np.uint32), narrow.view(np.uint32))  # the wide path ran
-    if steps != "1" and d > (32 if steps == "2" else 64):
         monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "1")
         one = run(cuda)
-        assert rel(wide, one) < (2e-6 if steps == "2" else 1e-5)
+        assert rel(wide, one) < 1e-5
         assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
 
 
-@pytest.mark.parametrize("steps,d", [("2", 32), ("3", 32), ("3", 64)])
-def test_cuda_prefill_attention_in_two_block_steps_falls_back_to_one_block_steps(cuda, monkeypatch, steps, d):
-    # Where no two-block kernel is built (three parts: head sizes other than 64 and 128; two parts:
-    # other than 128), GAACRT_CUDA_PREFILL_WIDE=2 or 3 runs the default one-block steps, bit for bit.
+@pytest.mark.parametrize("d", [32, 64])
+def test_cuda_prefill_attention_below_head_128_keeps_one_block_steps(cuda, monkeypatch, d):
+    # The two-block kernels are built for head size 128 only: below it the default is the
+    # one-block steps with three parts (GAACRT_CUDA_PREFILL_WIDE=1), bit for bit.
     rng = np.random.default_rng(3)
     k, v, q = attention_inputs(rng, 300, 70, 4, 2, d)
-    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", steps)
-    pairs = _core.op_attention(cuda, k, v, q, 0.2)
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
+    default = _core.op_attention(cuda, k, v, q, 0.2)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "1")
-    wide = _core.op_attention(cuda, k, v, q, 0.2)
-    assert np.array_equal(pairs.view(np.uint32), wide.view(np.uint32))
+    one = _core.op_attention(cuda, k, v, q, 0.2)
+    assert np.array_equal(default.view(np.uint32), one.view(np.uint32))
 
 
 def test_cuda_attention_is_a_softmax_over_bf16_keys_and_values(cuda):

@@ -171,20 +171,21 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // once for their four warps (attention_prefill.cuh), where its ring fits the shared memory sized
   // above; GAACRT_CUDA_PREFILL_SHARED=0 (read on every call) keeps a copy per warp. Its row groups
   // are 64 rows (attention_wide.cuh) at head sizes up to 128 unless GAACRT_CUDA_PREFILL_WIDE=0
-  // (read on every call) asks for 16.
+  // (read on every call) asks for 16; their steps below.
   static_assert(attn::kWarps == 4, "run_rows_shared: a row group is four warps' M-tiles");
   const char* ps = std::getenv("GAACRT_CUDA_PREFILL_SHARED");
   const uint32_t kv_bytes = gaac ? kv.n_half * half_bytes : (uint32_t)(KV_BLOCK_TOKENS * (kD + 8) * 2);
   const bool shared = !e8 && !head_fastest && max_rows > attn::kRowsPerGroup && !(ps && ps[0] == '0') &&
                       attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes) <= (size_t)attn::kWarps * warp_bytes;
   const bool wide = shared && kD <= KV_TILE_MAX_DIM && !(pw && pw[0] == '0');
-  // GAACRT_CUDA_PREFILL_WIDE=2: the wide row groups in steps of two blocks (attention_wide.cuh
-  // prefill_wide; kernels of their own, attention_prefill_pairs_*.cu) at head sizes 64 and 128, =3
-  // the same with two bf16 parts of the queries and weights instead of three at head size 128 in
-  // the three-block build, where their ring fits; else steps of one.
-  const bool pairs3 = pw && pw[0] == '2' && (kD == 64 || kD == 128);
-  const bool pairs2 = pw && pw[0] == '3' && kD == 128 && blocks == 3;
-  const bool wide_pairs = wide && (pairs3 || pairs2) &&
+  // The wide row groups in steps of two blocks with two bf16 parts of the queries and weights
+  // (attention_wide.cuh prefill_wide; kernels of their own, attention_prefill_pairs_*.cu): the
+  // default where they are built (head size 128, the three-block build) and their ring fits;
+  // GAACRT_CUDA_PREFILL_WIDE=1 keeps one-block steps with three parts. H100, 8B shape, pp512 after
+  // 32K (fifteenth session, two rounds): BF16 3,476 / 3,483 tok/s against 3,016 / 3,012, GAAC
+  // 2,344 / 2,344 against 2,331 / 2,324; at depth 0 level. Two-block steps with three parts made
+  // BF16 3,143 / 3,141 and GAAC 2,188 / 2,194 (removed); two parts alone, BF16 +0.7% (twelfth).
+  const bool wide_pairs = wide && !(pw && pw[0] == '1') && kD == 128 && blocks == 3 &&
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
@@ -197,8 +198,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (wide_pairs)
-    (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(
-        kD, P, grid, smem, stream_, device_, blocks, pairs2 ? 2 : 3);
+    (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(P, grid, smem, stream_,
+                                                                                            device_);
   else if (shared)
     (gaac ? attn::launch_attention_prefill_gaac : attn::launch_attention_prefill_bf16)(kD, P, grid, smem, stream_,
                                                                                       device_, blocks);

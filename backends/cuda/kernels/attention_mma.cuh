@@ -244,12 +244,11 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // step writes.
 // kShared: prefill-sized sequences on one stream per thread block (the launches of
 // attention_prefill_*.cu): in row groups of 64 when P.prefill_wide (attention_wide.cuh), else of
-// 16 (run_rows_shared); 2: row groups of 64 in steps of two blocks (attention_prefill_pairs_*.cu,
-// head sizes 64 and 128; a kernel of its own, so that the one-block kernels keep their registers);
-// 3: the same with two bf16 parts of the queries and weights instead of three (head size 128 in
-// the three-block build only; its kernel too holds two thread blocks per SM: built for three, 168
-// registers, its loop spilled ~150 instructions a step); without kShared (0) on run_rows.
-// Decode-sized sequences take the same path either way.
+// 16 (run_rows_shared); 2: row groups of 64 in steps of two blocks with two bf16 parts of the
+// queries and weights (attention_prefill_pairs_*.cu, head size 128 in the three-block build; a
+// kernel of its own, so that the one-block kernels keep their registers; it too holds two thread
+// blocks per SM: built for three, 168 registers, its loop spilled ~150 instructions a step);
+// without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);
@@ -301,11 +300,10 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     pdl_begin();
     if constexpr (kShared) {
       const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-      if constexpr (kShared >= 2) {  // the wide row groups in two-block steps (attention_prefill_pairs_*.cu)
-        static_assert(kD == 64 || kD == 128, "two-block steps: head sizes 64 and 128");
-        static_assert(kShared == 2 || (kD == 128 && kB == 3), "two parts: head size 128, three-block build");
+      if constexpr (kShared == 2) {  // two-block steps, two parts (attention_prefill_pairs_*.cu)
+        static_assert(kD == 128 && kB == 3, "two-block steps: head size 128, three-block build");
         zero_shared_padding<kD, kGaac, kB, 2>(smem, kv_bytes, d);
-        prefill_wide<kD, kGaac, kB, 2, kShared == 3 ? 2 : 3>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+        prefill_wide<kD, kGaac, kB, 2, 2>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
         return;
       } else {
         zero_shared_padding<kD, kGaac, kB>(smem, kv_bytes, d);
@@ -417,23 +415,9 @@ void launch_attention_prefill_bf16(int kD, const KernelArgs& P, dim3 grid, size_
                                    int device, int blocks);
 void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
                                    int device, int blocks);
-// The kShared = 2 (parts = 3: head sizes 64 and 128) and 3 (parts = 2: head size 128, three-block
-// build) kernels, in attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
-void launch_attention_prefill_pairs_bf16(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
-                                         int device, int blocks, int parts);
-void launch_attention_prefill_pairs_gaac(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream,
-                                         int device, int blocks, int parts);
-
-// The two-block kernels of one format: three parts by head size (64, or 128 built for `blocks` per
-// SM); two parts at head size 128 in the three-block build only (attention.cu asks for no other:
-// an experiment, its kernels kept few for the build's time).
-template <bool kGaac>
-inline void launch_pairs(int kD, const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
-                         int blocks, int parts) {
-  if (parts == 2) launch_one<128, kGaac, 3, 3>(P, grid, smem, stream, device);
-  else if (kD == 64) launch_one<64, kGaac, 2>(P, grid, smem, stream, device);
-  else if (blocks == 3) launch_one<128, kGaac, 2, 3>(P, grid, smem, stream, device);
-  else launch_one<128, kGaac, 2>(P, grid, smem, stream, device);
-}
+// The kShared = 2 kernel (head size 128, the three-block build: attention.cu asks for no other), in
+// attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
+void launch_attention_prefill_pairs_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+void launch_attention_prefill_pairs_gaac(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 
 }  // namespace gaacrt::cuda::attn

@@ -86,8 +86,9 @@ __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_b
 // (Half rounds on every warp — a tile's lanes' groups 0-3 on one warp, 4-7 on another, each
 // recounting the tile's escape offsets — were 15% slower after 32K on an H100: pp512 1,990
 // against 2,349 tok/s, the twelfth session in bench/results/cuda_h200.md. A call for the warp's
-// one block, picked by pointer, instead of a call per block of the step spilled more in the
-// two-block GAAC kernel: 41 local loads and stores in its loop against 28.)
+// one block, picked by pointer, instead of a call per block of the step spilled more in a
+// two-block GAAC kernel, the three-part one since removed: 41 local loads and stores in its loop
+// against 28.)
 template <int kD, int kR = 0>
 __device__ __forceinline__ bool decode_my_round(int warp, const KVLayerView& kv, const GaacStaging& gs,
                                                 const uint32_t* be, const uint8_t* sk, const uint8_t* sv,
@@ -189,7 +190,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     }
     // Rows past the newest token: only the stream's last block can hold them, the step's last.
     const int32_t n_last = len - (b + n - 1) * KV_BLOCK_TOKENS;
-    const bool any_last = n_last < KV_BLOCK_TOKENS;  // block-uniform
+    const bool last = n_last < KV_BLOCK_TOKENS;  // block-uniform
     if (issuer) {
       // kAhead groups were committed before the loop and kStep per earlier step: all but the
       // newest kSS - 2 kStep hold this step's blocks and the ones before them (a group past the
@@ -199,12 +200,12 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
       for (int i = 0; i < kStep; ++i)  // ... and all bulk copies
         if (bulk && warp == 0 && i < n) mbar_wait(bars + (it + i) % kSS, (uint32_t)((it + i) / kSS) & 1u);
       __syncwarp();
-      if (!kGaac && any_last && warp == 0 && !(spread && !bulk))  // (by cp.async, spread: zero-filled by the copies)
+      if (!kGaac && last && warp == 0 && !(spread && !bulk))  // (by cp.async, spread: zero-filled by the copies)
         zero_rows_past_end<kD>(rows(n - 1, 1), n_last, lane);
       // Generic writes to the stage (zeroed rows, cp.async) before any warp's later bulk copies
       // into it (the issuer fences too, after A; this is the writer's side, for a stage another
       // warp refills).
-      if (!kGaac && spread && (any_last || !bulk)) fence_proxy_async();
+      if (!kGaac && spread && (last || !bulk)) fence_proxy_async();
     }
     __syncthreads();  // A: the step's blocks are staged for every warp
     // Blocks it + kAhead .. into the stages the step before used (freed by A: every warp is done
@@ -225,7 +226,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
       }
       // B: decoded (and validated) for every warp; a corrupt tile's step is skipped.
       if (!__syncthreads_and(ok_w)) continue;
-      if (any_last) {  // block-uniform: the stream's newest block is the step's last
+      if (last) {  // block-uniform: the stream's newest block is the step's last
         if (warp == 0) zero_rows_past_end<kD>(rows(n - 1, 1), n_last, lane);
         __syncthreads();
       }

@@ -12,7 +12,8 @@
 // they are summed): about the precision of fp32 products again (3 x 8 significant bits), four
 // times the rows per K/V read, and 3 mma per 16 rows where the narrow path spends 4. Different
 // sums from the narrow path's, so different bits (within ~1e-6); the same for the BF16 and the
-// GAAC cache (one kernel, the same stream).
+// GAAC cache (one kernel, the same stream). At head size 128 the default takes two blocks a step
+// with two parts (hi, mid: 16 significant bits, ~3.4e-6 from the CPU; prefill_wide says why).
 #pragma once
 #include "attention_prefill.cuh"
 
@@ -64,8 +65,8 @@ __device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&
 // query part gets accumulators of its own: s[i][p][n] holds block i's keys 8n .. 8n+7 (fragment e:
 // row g + 8 (e / 2), key 8n + 2t + e % 2), summed in fp32 by wide_row_scores. frag(kk, f) returns
 // k-step kk's fragments (held ones, or made in the scratch f), once for all kN blocks. (Two parts
-// instead of three, 16 significant bits, gave the same pp512 on an H100, the twelfth session: the
-// tensor cores are not what bounds this kernel.)
+// instead of three gave the same pp512 in one-block steps, the twelfth session, and +10% for BF16
+// after 32K in two-block steps, the fifteenth: once a step's latency shrinks, the mma show.)
 template <int kD, int kN, int kP = 3, class Frag>
 __device__ __forceinline__ void wide_scores(const uint16_t* const (&kt)[kN], Frag&& frag, float (&s)[kN][kP][2][4]) {
   constexpr int kRow = TileGeom<kD>::kRow;
@@ -214,7 +215,8 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
 // the shared stream in steps of kStep blocks (1, or 2: 32 keys between two of its barriers, one
 // softmax step for both blocks, their q·k and p·v chains side by side: the default at head size
 // 128 in the three-block build, kernels of their own), with kP bf16 parts of the queries and
-// weights (3; 2 in the two-block kernels: with three, their steps were 15% slower on an H100).
+// weights (3; 2 in the two-block kernels: with three, pp512 after 32K on an H100 was 10% lower
+// for BF16 and 7% for GAAC).
 // A step that reaches past this warp's blocks masks the keys its rows cannot see (weight 0 on the
 // group's staged rows, real cache rows, or zeros past the newest token); a stream of an odd length
 // ends with a one-block step.

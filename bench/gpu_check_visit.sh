@@ -36,6 +36,9 @@
 #            --caches bf16 --depths 0 --pp-depths 32768 --n-gen 4 --kv-budget-gib 0" with SASS_SKIP
 #            past the launches that grow the cache (140 caught a short one on an H100, the twelfth
 #            session) and SASS_UNITS the launch's 16-key block steps
+#   expand   a GAAC cache's prefill through BF16 pages (attention_gaac_expand.cu): pp512 at depth 0
+#            and after 32K, BF16 and GAAC, for each of EXPAND_VALUES (default d 0 d 0; d: unset, the
+#            default; 0: the GAAC kernels decode inside the attention) (not a default stage)
 #   layout   tg128 at depth 0 with the weights regrouped by eight and with the GGUF bytes
 #            (GAACRT_CUDA_GROUP8=1|0), the same run (not a default stage)
 #   q4k      the 8B shape with Q4_K projections (gen_8b.py --body-type q4_k; the same bytes as
@@ -82,7 +85,7 @@ if has tests; then
     tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
     tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has expand; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -146,6 +149,16 @@ if has wide; then
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches e8 --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
   done
+fi
+if has expand; then
+  stage "GAAC prefill through BF16 pages: pp512 at depth 0 / 32K by GAACRT_CUDA_GAAC_EXPAND"
+  for X in ${EXPAND_VALUES:-d 0 d 0}; do  # d: unset (the default)
+    echo "GAACRT_CUDA_GAAC_EXPAND=$X:"
+    if [ "$X" = d ]; then unset GAACRT_CUDA_GAAC_EXPAND; else export GAACRT_CUDA_GAAC_EXPAND=$X; fi
+    timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 --pp-depths 0,32768 --n-gen 4 \
+      --kv-budget-gib 0 2>&1 | grep -E "^pp512"
+  done
+  unset GAACRT_CUDA_GAAC_EXPAND
 fi
 if has layout; then
   for G in 1 0; do

@@ -54,14 +54,16 @@ def test_cuda_emulation_semantics(tmp_path):
 # matmul, the fused ops, the lossy caches' kernels (E8 prefill on the tensor cores included), and
 # the whole-model paths the last GPU-less sessions changed (grouped prefill launches, the shared
 # prefill stream and its two-block steps, GAAC logits bit-identical to BF16, also with a
-# calibration that makes every group 4-bit or raw).
+# calibration that makes every group 4-bit or raw, and through the prefill's expansion into BF16
+# pages; a corrupt GAAC tile reported by either path).
 SELECTION = [
     ("test_cuda_ops.py", None, 45),
     ("test_cuda_backend.py", None, 100),
     ("test_fused_ops.py", "cuda", 60),
     ("test_cuda_lossy.py", "not model and not batched", 80),
     ("test_cuda_model.py",
-     "prefill_groups or (one_stream and smollm2) or (gaac_logits and smollm2) or hostile or two_block", 12),
+     "prefill_groups or (one_stream and smollm2) or (gaac_logits and smollm2) or hostile or two_block"
+     " or (expanded_prefill and smollm2 and default) or (corrupt and smollm2)", 15),
 ]
 
 

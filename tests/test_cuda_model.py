@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import gaacrt
+from gaacrt import _core
 from fixtures.cuda_target import CUDA, REASON
 
 pytestmark = pytest.mark.skipif(bool(REASON), reason=f"no usable CUDA device: {REASON}")
@@ -330,8 +331,11 @@ def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path,
     # chunks attend to blocks the GAAC cache has encoded (a step's two blocks decoded by different
     # warps). 310 tokens: the last chunk's newest block is partial and ends a two-block step (its
     # rows past the last token zeroed after the decode). A padded head (80 channels as 128).
-    # GAAC's logits bit-identical to BF16's; other sums than the one-block steps'
-    # (GAACRT_CUDA_PREFILL_WIDE=1), within the wide path's bound of them.
+    # GAAC's logits bit-identical to BF16's, with the chunks' tiles decoded into BF16 pages first
+    # (attention_gaac_expand.cu: 64 tokens are 256 rows of a 4-head group, more than one row group;
+    # one head per kv-head gives 64 rows, one group: the GAAC kernels) and with the GAAC kernels
+    # (GAACRT_CUDA_GAAC_EXPAND=0); other sums than the one-block steps' (GAACRT_CUDA_PREFILL_WIDE=1),
+    # within the wide path's bound of them.
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "m.gguf", "llama", seed=5, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, n_ff=256)
@@ -348,12 +352,86 @@ def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path,
 
     bf16, _ = run("bf16")
     gaac, s = run("gaac")
+    monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", "0")  # the GAAC kernels' own decode
+    in_kernel, _ = run("gaac")
+    monkeypatch.delenv("GAACRT_CUDA_GAAC_EXPAND")
     one, _ = run("bf16", "1")
     assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
     assert np.isfinite(bf16).all()
     assert np.array_equal(gaac.view(np.uint32), bf16.view(np.uint32))
+    assert np.array_equal(in_kernel.view(np.uint32), bf16.view(np.uint32))
     assert rel(bf16, one) < 2e-3
     assert not np.array_equal(bf16.view(np.uint32), one.view(np.uint32))
+
+
+@pytest.mark.parametrize("expand", ["", "1", "0"], ids=["default", "expanded", "in-kernel"])
+def test_cuda_gaac_expanded_prefill_is_bit_identical_to_bf16(model_path, monkeypatch, expand):
+    # A GAAC cache's prefill-sized attention through its tiles decoded once into BF16 pages
+    # (attention_gaac_expand.cu), SmolLM2's shape (head 64: a tile's 16 decoders, half a warp) and
+    # Gemma-3's (head 256: two tiles a head; sliding window 64 on its local layers, whose blocks
+    # before the window are left out): chunks of 48 tokens over encoded blocks, bit-identical to
+    # the BF16 cache's logits with the default, with =1 (every prefill-sized launch) and with the
+    # GAAC kernels (=0). A 48-token chunk of SmolLM2's 3-head groups is 144 rows; of Gemma-3's
+    # 4-head groups (one kv-head) 192: more than one row group either way.
+    gpu = gaacrt.Model(str(model_path), backend=CUDA)
+    toks = [int(t) for t in np.random.default_rng(14).integers(3, gpu.n_vocab, 250)]
+
+    def run(cache):
+        s = gpu.session(n_ctx=300, cache=cache, n_ubatch=48)
+        rows = [s.eval(toks[:240], all_logits=True)]
+        for t in toks[240:]:
+            s.eval([t])
+            rows.append(s.logits()[None])
+        return np.vstack(rows), s
+
+    if expand:
+        monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", expand)
+    a, _ = run("bf16")
+    b, s = run("gaac")
+    st = s.kv_stats()
+    assert st["k"]["tiles_encoded"] > 0 and st["v"]["tiles_encoded"] > 0
+    assert np.isfinite(a).all()
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_cuda_gaac_expansion_over_its_memory_cap_falls_back(tmp_path):
+    # GAACRT_CUDA_GAAC_EXPAND_MIB (read once per process) caps the expansion's pages: past it the
+    # GAAC kernels decode inside the attention. A cap of 0 in a fresh process: still BF16's bits.
+    from fixtures.tiny_models import write_tiny_model
+    path = write_tiny_model(tmp_path / "m.gguf", "llama", seed=5, weight_type="q8_0", n_layers=2, n_embd=256,
+                            n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
+    code = (
+        "import sys\nimport numpy as np\nimport gaacrt\nsys.path.insert(0, sys.argv[1])\n"
+        "from fixtures.cuda_target import CUDA\n"
+        "gpu = gaacrt.Model(sys.argv[2], backend=CUDA)\n"
+        "toks = [int(t) for t in np.random.default_rng(3).integers(3, gpu.n_vocab, 200)]\n"
+        "out = [gpu.session(n_ctx=256, cache=c, n_ubatch=64).eval(toks, all_logits=True) for c in ('bf16', 'gaac')]\n"
+        "assert np.array_equal(out[0].view(np.uint32), out[1].view(np.uint32))\n"
+        "print('cap ok')\n")
+    env = dict(os.environ, GAACRT_CUDA_GAAC_EXPAND_MIB="0")
+    r = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(path)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "cap ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("expand", ["", "0"], ids=["expanded", "in-kernel"])
+def test_cuda_reports_a_corrupt_gaac_tile(model_path, monkeypatch, expand):
+    # A tile marked corrupt (reserved tags) is reported at the next synchronization, naming its
+    # layer, by the prefill's expansion into BF16 pages and by the GAAC kernels' own decode, and in
+    # a decode step.
+    gpu = gaacrt.Model(str(model_path), backend=CUDA)
+    if expand:
+        monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", expand)
+    rng = np.random.default_rng(6)
+    for step in (80, 1):
+        ctx = _core.Context(gpu._m, n_ctx=600, cache="gaac")
+        s = _core.Session(ctx)
+        s.eval([int(t) for t in rng.integers(3, gpu.n_vocab, 64)])
+        assert ctx._corrupt_first_slot_for_test(s, 1)
+        with pytest.raises(gaacrt.GaacrtError, match="layer 1") as e:
+            s.eval([int(t) for t in rng.integers(3, gpu.n_vocab, step)])
+            s.logits()
+        assert e.value.kind == "corrupt_tile"
 
 
 def test_cuda_batched_decode_matches_cpu(model_path):

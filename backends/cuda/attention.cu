@@ -20,6 +20,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                             const float* q, float* out) {
   if (n_seqs <= 0) return;
   const bool gaac = kv.format == KVFormat::GAAC;
+  // A GAAC layer's prefill-sized launch: its tiles decoded once into BF16 pages, then this
+  // function again on those (attention_gaac_expand.cu).
+  if (gaac && attention_expanded(kv, args, seqs, n_seqs, q, out)) return;
   if (kv.n_head_kv <= 0 || args.n_head % kv.n_head_kv)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));

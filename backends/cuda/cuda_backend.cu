@@ -49,6 +49,7 @@ CudaBackend::CudaBackend(int device, int act_bits) : device_(device), q16_(act_b
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (scratch_) cudaFree(scratch_);
+  if (expand_) cudaFree(expand_);
   if (attn_counters_) cudaFree(attn_counters_);
   if (errors_) cudaFreeHost(errors_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -100,19 +101,25 @@ void CudaBackend::raise_device_errors() {
                                            e.layer, e.head, e.block));
 }
 
-void* CudaBackend::scratch(size_t bytes) {
-  if (bytes > scratch_bytes_) {
-    no_capture("growing the scratch buffer");
+void* CudaBackend::grow_buffer(void*& buf, size_t& have, size_t bytes, const char* what) {
+  if (bytes > have) {
+    no_capture(what);
     ++epoch_;
     // The stream may still use the old buffer: wait before freeing it.
     GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (scratch_) cudaFree(scratch_);
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-    GAACRT_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
-    scratch_bytes_ = bytes;
+    if (buf) cudaFree(buf);
+    buf = nullptr;
+    have = 0;
+    GAACRT_CUDA_CHECK(cudaMalloc(&buf, bytes));
+    have = bytes;
   }
-  return scratch_;
+  return buf;
+}
+void* CudaBackend::scratch(size_t bytes) {
+  return grow_buffer(scratch_, scratch_bytes_, bytes, "growing the scratch buffer");
+}
+void* CudaBackend::expand_buffer(size_t bytes) {
+  return grow_buffer(expand_, expand_bytes_, bytes, "growing the GAAC expansion buffer");
 }
 
 namespace {

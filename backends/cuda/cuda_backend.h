@@ -82,6 +82,16 @@ class CudaBackend final : public Backend {
   // activations). Growing it bumps epoch_ (recorded graphs hold its address); while recording it
   // cannot grow (that would synchronize) and throws instead.
   void* scratch(size_t bytes);
+  // A second such buffer, for the pages attention_expanded decodes a GAAC layer into (the
+  // attention launch it makes over them takes its partials from scratch()).
+  void* expand_buffer(size_t bytes);
+  // grows buf (have bytes) to at least `bytes` as scratch() does; `what` names it while recording.
+  void* grow_buffer(void*& buf, size_t& have, size_t bytes, const char* what);
+  // A GAAC layer's prefill-sized launch as a BF16 one over its tiles decoded once into
+  // expand_buffer() (attention_gaac_expand.cu says when and why); false, with nothing launched,
+  // where it does not apply.
+  bool attention_expanded(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
+                          const float* q, float* out);
   // Prefill-sized products of up to three weights read with one x on the int8 tensor cores in
   // one launch (matmul_q8mma.cuh's MmaGroup: Q/K/V, gate/up with the activation, the residual
   // add); false (nothing launched) where that kernel is not the prefill path for these weights.
@@ -101,9 +111,11 @@ class CudaBackend final : public Backend {
   DeviceErrors* dev_errors_ = nullptr;  // its device address
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  void* expand_ = nullptr;
+  size_t expand_bytes_ = 0;
   int32_t* attn_counters_ = nullptr;  // attention.cu: split-K arrival counters (zeroed once, kernels reset them)
   int64_t attn_counters_n_ = 0;
-  uint64_t epoch_ = 0;      // bumped whenever scratch_ or attn_counters_ is replaced
+  uint64_t epoch_ = 0;      // bumped whenever scratch_, expand_ or attn_counters_ is replaced
   bool capturing_ = false;
 };
 

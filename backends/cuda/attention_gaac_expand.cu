@@ -1,0 +1,196 @@
+// attention_gaac_expand.cu — a GAAC cache's prefill-sized attention through BF16 pages: every
+// visible tile of the layer decoded once into a scratch arena of raw pages, then the BF16 cache's
+// own launch (attention.cu) over that arena. The issue allows it ("expanding one bounded chunk of
+// it at a time into scratch"); the bound here is one layer of the launch's sequences.
+//
+// Why: a prefill-sized launch gives a thread block one row group of 64 query rows, and every row
+// group of a kv-head streams all of that kv-head's visible blocks. In the GAAC kernels each thread
+// block decodes its stream itself, so a 512-token prefill of a 4-query-head GQA group decodes every
+// tile 32 times (2,048 rows / 64); the BF16 kernel only copies. Decoded once here, the launch
+// costs the BF16 launch plus one pass over the tiles (a warp per tile: validate, decode with
+// gaac_lane.cuh, 16-byte stores), and its logits are the BF16 cache's bit for bit by construction:
+// the same kernel, splits and sums over the same values.
+//
+// Memory: n_seqs x n_head_kv x 2 x n_half x max_blocks pages of 16 x tile_dim BF16 (Llama-3.1-8B's
+// shape at a 32K context: 134 MB), kept between calls like the scratch buffer; a launch that would
+// need more than GAACRT_CUDA_GAAC_EXPAND_MIB (default 1024) runs the GAAC kernels instead, which
+// decode inside the attention and need no scratch. GAACRT_CUDA_GAAC_EXPAND=0 (read on every call)
+// turns the expansion off, =1 takes it for every prefill-sized launch (default: launches with more
+// than one row group of 64 rows per sequence and kv-head, kExpandMinRows).
+//
+// Ordering under programmatic dependent launch (cuda_common.h): the attention kernel reads its
+// sequences and block table before its PDL wait, so they must be written two launches earlier.
+// Hence two kernels: expand_tables_kernel writes the sequences' copies (their tables pointed at an
+// identity table: entry j of the arena is page j), expand_pages_kernel the pages, then the
+// attention.
+#include <algorithm>
+#include <cstdlib>
+
+#include "cuda_backend.h"
+#include "cuda_common.h"
+#include "kernels/attention_block.cuh"
+
+namespace gaacrt::cuda {
+namespace {
+
+using attn::GaacStaging;
+using attn::kFull;
+
+constexpr int kExpandWarps = 4;
+constexpr int kExpandThreads = 32 * kExpandWarps;
+constexpr int kBlocksPerWarp = 8;     // a warp's share of one tile column (blocks b, b + stride, ...)
+constexpr int64_t kExpandMinRows = 65;  // more than one wide row group (attention_wide.cuh kWideRows)
+
+struct ExpandArgs {
+  KVLayerView kv;  // the GAAC layer
+  GaacStaging gs;
+  const AttnSeq* seqs;
+  AttnSeq* x_seqs;     // out: the sequences, tables into x_tables
+  uint32_t* x_tables;  // out: [n_seqs * per_seq] the identity
+  uint8_t* x_pages;    // out: [n_seqs * per_seq] pages of page_bytes
+  int64_t per_seq;     // entries (and pages) of one sequence: n_head_kv * 2 * n_half * max_blocks
+  int32_t n_seqs, window;
+  uint32_t stage_bytes;  // per warp, with 16 bytes of slack (the decoder reads up to 8 past)
+  DeviceErrors* err;
+};
+
+__global__ void expand_tables_kernel(const ExpandArgs A) {
+  pdl_begin();
+  const int64_t n = (int64_t)A.n_seqs * A.per_seq;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    A.x_tables[i] = (uint32_t)i;
+    if (i < A.n_seqs) {
+      AttnSeq s = A.seqs[i];
+      s.table = A.x_tables + i * A.per_seq;
+      A.x_seqs[i] = s;
+    }
+  }
+}
+
+// 16-byte chunks of a [16][td] page: zeros (src null) or a copy, lanes of a warp.
+__device__ __forceinline__ void copy_page(const uint8_t* src, uint8_t* dst, int32_t td, int lane) {
+  for (int c = lane; c < 2 * td; c += 32)
+    reinterpret_cast<uint4*>(dst)[c] = src ? reinterpret_cast<const uint4*>(src)[c] : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// Grid (x: groups of kExpandWarps * kBlocksPerWarp blocks, y: (kv-head, K|V, half), z: sequence).
+// Each warp owns one tile column (its bases loaded once) and decodes its blocks of the visible
+// range one at a time: the slot staged in shared memory (16-byte copies where the layer's slots
+// allow, else bytes), its tags validated as the attention kernels do (attention_tiles.cuh
+// decode_gaac_block; a bad tile is reported and left as zeros), then decode_gaac_lane straight into
+// the page. Raw pages (the newest, partial block; tiles that did not fit their slot) are copied;
+// blocks out of the window or past the sequence are not read by the attention and not written.
+__global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const ExpandArgs A) {
+  GAACRT_DYNAMIC_SMEM(smem);
+  pdl_begin();
+  const KVLayerView& kv = A.kv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int32_t td = kv.tile_dim, nh = kv.n_half;
+  const int32_t t = blockIdx.y, head = t / (2 * nh), is_v = (t / nh) & 1, half = t % nh;
+  const AttnSeq s = A.seqs[blockIdx.z];
+  const int32_t len = s.pos0 + s.n_q;
+  if (s.n_q <= 0 || len <= 0) return;
+  // The first key any of the sequence's rows sees (query p sees p - W + 1 .. p).
+  const int32_t first = A.window > 0 ? max(0, s.pos0 - A.window + 1) : 0;
+  const int32_t b_lo = first / KV_BLOCK_TOKENS, b_hi = (len + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS;
+
+  const int32_t nl = gaac_lanes(td), li = lane;  // one tile per warp: lanes 0 .. td/4-1 decode
+  const uint32_t seg = nl >= 32 ? kFull : (1u << nl) - 1u, lt = seg & attn::lanemask_lt();
+  const GaacKVLayer* st = static_cast<const GaacKVLayer*>(kv.codec);
+  GaacU32x2 b3{0u, 0u}, b4{0u, 0u};
+  const bool has_bases = st != nullptr && st->bases[is_v][0] != nullptr && st->bases[is_v][1] != nullptr;
+  if (has_bases && li < nl) {
+    const int64_t off = (int64_t)head * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (li % gaac_group_cols(td));
+    b3 = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
+    b4 = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
+  }
+  uint8_t* stg = smem + warp * A.stage_bytes;
+  const uint32_t* table = s.table + kv_entry_index(kv, head, is_v, half, 0);
+  const int64_t page0 = (int64_t)blockIdx.z * A.per_seq + kv_entry_index(kv, head, is_v, half, 0);
+  const int32_t stride = gridDim.x * kExpandWarps;
+  for (int32_t b = b_lo + blockIdx.x * kExpandWarps + warp; b < b_hi; b += stride) {  // warp-uniform
+    const uint32_t e = table[b];
+    uint8_t* dst = A.x_pages + (uint64_t)(page0 + b) * kv.page_bytes;
+    if (!kv_entry_is_slot(e)) {  // a raw page, or an empty entry (zeros)
+      copy_page(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, dst, td, lane);
+      continue;
+    }
+    const uint8_t* src = kv_entry_ptr(kv, e, is_v);
+    const uint32_t need = attn::gaac_stage_need(td, A.gs.capacity(is_v));
+    if (A.gs.whole(is_v)) {
+      for (uint32_t c = lane; c < A.gs.staged(is_v) / 16u; c += 32u)
+        reinterpret_cast<uint4*>(stg)[c] = reinterpret_cast<const uint4*>(src)[c];
+    } else {
+      for (uint32_t x = lane; x < need; x += 32u) stg[x] = src[x];
+    }
+    __syncwarp();
+    const uint32_t tags = li < nl ? gaac_lane_tags(stg, td, li) : 0u;
+    const GaacTagMasks m = gaac_tag_masks(tags);
+    const uint32_t nx = gaac_popc(m.x), nr = gaac_popc(m.raw);
+    uint32_t xo, n_x, rc = 0, n_raw = 0;
+    attn::segment_prefix(nx, seg, lt, 4, xo, n_x);
+    attn::segment_prefix(nr, seg, lt, 4, rc, n_raw);
+    const bool bad = __any_sync(kFull, m.bad != 0u) || n_x + 4u * n_raw > A.gs.capacity(is_v);
+    if (bad) {  // warp-uniform
+      if (lane == 0) attn::record_corrupt(A.err, kv.layer, head, b);
+      copy_page(nullptr, dst, td, lane);
+    } else if (li < nl) {
+      attn::decode_gaac_lane(stg, td, li, tags, xo, n_x + 4u * rc, b3, b4, reinterpret_cast<uint16_t*>(dst), td);
+    }
+    __syncwarp();  // the staging is read before the next block's copy
+  }
+}
+
+}  // namespace
+
+bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs,
+                                     int32_t n_seqs, const float* q, float* out) {
+  const char* e = std::getenv("GAACRT_CUDA_GAAC_EXPAND");
+  if (e && e[0] == '0') return false;
+  const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
+  const int64_t min_rows = e && e[0] == '1' ? attn::kRowsPerGroup + 1 : kExpandMinRows;
+  if (kv.format != KVFormat::GAAC || max_rows < min_rows || kv.codec == nullptr || n_seqs > 65535) return false;
+  const int64_t per_seq = (int64_t)kv.n_head_kv * 2 * kv.n_half * kv.max_blocks;
+  const int64_t n_pages = per_seq * n_seqs;
+  static const uint64_t cap = [] {
+    const char* c = std::getenv("GAACRT_CUDA_GAAC_EXPAND_MIB");
+    return (uint64_t)(c ? std::max(0, std::atoi(c)) : 1024) << 20;
+  }();
+  const uint64_t page_bytes = kv.page_bytes, table_bytes = ((uint64_t)n_pages * 4 + 255) & ~(uint64_t)255,
+                 seq_bytes = ((uint64_t)n_seqs * sizeof(AttnSeq) + 255) & ~(uint64_t)255;
+  const uint64_t bytes = (uint64_t)n_pages * page_bytes + table_bytes + seq_bytes;
+  if (n_pages >= (int64_t)KV_ENTRY_SLOT || bytes > cap) return false;
+
+  // The slot constants as the GAAC launch takes them (attention.cu); a layer not calibrated yet
+  // has no slots (every tile a raw page).
+  GaacStaging gs{0u, 0u};
+  uint32_t stage = 0;
+  for (int is_v = 0; is_v < 2; ++is_v) {
+    if (kv.slot_bytes[is_v] == 0) continue;
+    (is_v ? gs.v : gs.k) = attn::gaac_stage_word(kv.tile_dim, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
+    stage = std::max(stage, gs.staged(is_v));
+  }
+  uint8_t* base = static_cast<uint8_t*>(expand_buffer(bytes));
+  ExpandArgs A{kv, gs, seqs, reinterpret_cast<AttnSeq*>(base + (uint64_t)n_pages * page_bytes + table_bytes),
+               reinterpret_cast<uint32_t*>(base + (uint64_t)n_pages * page_bytes), base, per_seq, n_seqs,
+               args.sliding_window, stage + 16u, dev_errors_};
+  const int tables_grid = (int)std::min<int64_t>((n_pages + 255) / 256, 4 * info_.multiprocessors);
+  launch_kernel(expand_tables_kernel, dim3((unsigned)std::max(tables_grid, 1)), 256, 0, stream_, A);
+  const size_t smem = (size_t)kExpandWarps * A.stage_bytes;  // at most 4 x 4,176 bytes (td 128, every escape)
+  const int32_t gx = std::max(1, (kv.max_blocks + kExpandWarps * kBlocksPerWarp - 1) / (kExpandWarps * kBlocksPerWarp));
+  launch_kernel(expand_pages_kernel, dim3((unsigned)gx, (unsigned)(kv.n_head_kv * 2 * kv.n_half), (unsigned)n_seqs),
+                kExpandThreads, smem, stream_, A);
+  GAACRT_CUDA_CHECK(cudaGetLastError());
+
+  // The BF16 view of the pages: the BF16 cache's own launch.
+  KVLayerView x = kv;
+  x.format = KVFormat::BF16;
+  x.arena = base;
+  x.chunk_bytes = KV_CHUNK_PAGES * page_bytes;
+  x.slot_bytes[0] = x.slot_bytes[1] = 0;
+  x.codec = nullptr;
+  attention(x, args, A.x_seqs, n_seqs, q, out);
+  return true;
+}
+
+}  // namespace gaacrt::cuda

@@ -13,8 +13,8 @@
 //
 // Memory: n_seqs x n_head_kv x 2 x n_half x max_blocks pages of 16 x tile_dim BF16 (Llama-3.1-8B's
 // shape at a 32K context: 134 MB), kept between calls like the scratch buffer; a launch that would
-// need more than GAACRT_CUDA_GAAC_EXPAND_MIB (default 1024) runs the GAAC kernels instead, which
-// decode inside the attention and need no scratch. GAACRT_CUDA_GAAC_EXPAND=0 (read on every call)
+// need more than GAACRT_CUDA_GAAC_EXPAND_MIB (default 1024, read once), or more than the device
+// can allocate, runs the GAAC kernels instead, which decode inside the attention and need none. GAACRT_CUDA_GAAC_EXPAND=0 (read on every call)
 // turns the expansion off, =1 takes it for every prefill-sized launch (default: launches with more
 // than one row group of 64 rows per sequence and kv-head, kExpandMinRows).
 //
@@ -171,6 +171,7 @@ bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs&
     stage = std::max(stage, gs.staged(is_v));
   }
   uint8_t* base = static_cast<uint8_t*>(expand_buffer(bytes));
+  if (base == nullptr) return false;  // no memory for it on this device: the GAAC kernels
   ExpandArgs A{kv, gs, seqs, reinterpret_cast<AttnSeq*>(base + (uint64_t)n_pages * page_bytes + table_bytes),
                reinterpret_cast<uint32_t*>(base + (uint64_t)n_pages * page_bytes), base, per_seq, n_seqs,
                args.sliding_window, stage + 16u, dev_errors_};

@@ -101,7 +101,7 @@ void CudaBackend::raise_device_errors() {
                                            e.layer, e.head, e.block));
 }
 
-void* CudaBackend::grow_buffer(void*& buf, size_t& have, size_t bytes, const char* what) {
+void* CudaBackend::grow_buffer(void*& buf, size_t& have, size_t bytes, const char* what, bool optional) {
   if (bytes > have) {
     no_capture(what);
     ++epoch_;
@@ -110,16 +110,22 @@ void* CudaBackend::grow_buffer(void*& buf, size_t& have, size_t bytes, const cha
     if (buf) cudaFree(buf);
     buf = nullptr;
     have = 0;
-    GAACRT_CUDA_CHECK(cudaMalloc(&buf, bytes));
+    const cudaError_t e = cudaMalloc(&buf, bytes);
+    if (e == cudaErrorMemoryAllocation && optional) {
+      (void)cudaGetLastError();  // clears it: the caller takes the path that needs no buffer
+      buf = nullptr;
+      return nullptr;
+    }
+    GAACRT_CUDA_CHECK(e);
     have = bytes;
   }
   return buf;
 }
 void* CudaBackend::scratch(size_t bytes) {
-  return grow_buffer(scratch_, scratch_bytes_, bytes, "growing the scratch buffer");
+  return grow_buffer(scratch_, scratch_bytes_, bytes, "growing the scratch buffer", false);
 }
 void* CudaBackend::expand_buffer(size_t bytes) {
-  return grow_buffer(expand_, expand_bytes_, bytes, "growing the GAAC expansion buffer");
+  return grow_buffer(expand_, expand_bytes_, bytes, "growing the GAAC expansion buffer", true);
 }
 
 namespace {

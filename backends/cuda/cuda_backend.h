@@ -83,10 +83,12 @@ class CudaBackend final : public Backend {
   // cannot grow (that would synchronize) and throws instead.
   void* scratch(size_t bytes);
   // A second such buffer, for the pages attention_expanded decodes a GAAC layer into (the
-  // attention launch it makes over them takes its partials from scratch()).
+  // attention launch it makes over them takes its partials from scratch()); nullptr when the
+  // device has not the memory (the caller then takes the GAAC kernels, which need none).
   void* expand_buffer(size_t bytes);
-  // grows buf (have bytes) to at least `bytes` as scratch() does; `what` names it while recording.
-  void* grow_buffer(void*& buf, size_t& have, size_t bytes, const char* what);
+  // Grows buf (have bytes) to at least `bytes` as scratch() does; `what` names it while recording;
+  // optional: an allocation that fails for want of memory returns nullptr instead of throwing.
+  void* grow_buffer(void*& buf, size_t& have, size_t bytes, const char* what, bool optional);
   // A GAAC layer's prefill-sized launch as a BF16 one over its tiles decoded once into
   // expand_buffer() (attention_gaac_expand.cu says when and why); false, with nothing launched,
   // where it does not apply.

@@ -212,15 +212,18 @@ def _hostile_sidecar(src: Path, dst: Path, b3: int | None, b4: int | None, capac
     return dst
 
 
+@pytest.mark.parametrize("expand", ["", "0"], ids=["expanded", "in-kernel"])
 @pytest.mark.parametrize("mix", ["raw", "4bit"])
-def test_cuda_gaac_with_a_hostile_calibration_is_bit_identical_to_bf16(tmp_path, mix):
+def test_cuda_gaac_with_a_hostile_calibration_is_bit_identical_to_bf16(tmp_path, monkeypatch, mix, expand):
     # Calibration decides the ratio, never correctness (shared/spec/gaac.md). With every base 0,
     # every group of every tile is raw (each lane 8 X bytes and 8 R records); with the 3-bit bases
     # 0, most groups are 4-bit and the rest raw (85% / 15% here). The escape capacity is the
     # largest a tile can use (128 channels: 1,280 bytes), so every tile is still a slot. Every lane
     # then takes the decode's rare paths: the escape offsets' high-bit ballots
     # (kernels/attention_tiles.cuh segment_prefix) and the raw-group repair (gaac_lane.cuh), in
-    # the prefill's shared stream (chunks of 64 tokens over encoded blocks) and in decode steps.
+    # the prefill (chunks of 64 tokens over encoded blocks: their tiles decoded into BF16 pages
+    # first by default, attention_gaac_expand.cu; in the GAAC kernels' shared stream with
+    # GAACRT_CUDA_GAAC_EXPAND=0) and in decode steps.
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "h128.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
@@ -230,6 +233,8 @@ def test_cuda_gaac_with_a_hostile_calibration_is_bit_identical_to_bf16(tmp_path,
                      out=str(good))
     cal = _hostile_sidecar(good, tmp_path / f"{mix}.gaac", 0, 0 if mix == "raw" else None, 1280)
     toks = [int(t) for t in np.random.default_rng(8).integers(3, gpu.n_vocab, 300)]
+    if expand:
+        monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", expand)
 
     def run(cache):
         s = gpu.session(n_ctx=320, cache=cache, n_ubatch=64, calibration=str(cal) if cache == "gaac" else None)
@@ -254,12 +259,12 @@ def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks, bulk_min,
     # The kernels built for two and for three thread blocks per SM (GAACRT_CUDA_ATTN_BLOCKS_PER_SM is
     # read once per process: a subprocess each; the prefill in the three-block build in two-block
     # steps by default, GAACRT_CUDA_PREFILL_WIDE=1 one-block steps), BF16 pages by bulk copy at any
-    # length.
+    # length. GAAC's prefill in those kernels too, not through BF16 pages (GAACRT_CUDA_GAAC_EXPAND=0).
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "h128.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
     env = dict(os.environ, GAACRT_CUDA_ATTN_BLOCKS_PER_SM=blocks, GAACRT_CUDA_BULK_MIN_BLOCKS=bulk_min,
-               GAACRT_CUDA_PREFILL_WIDE=wide)
+               GAACRT_CUDA_PREFILL_WIDE=wide, GAACRT_CUDA_GAAC_EXPAND="0")
     tests_dir = str(Path(__file__).resolve().parent)
     r = subprocess.run([sys.executable, "-c", HEAD_128_RUN, tests_dir, str(path)], env=env, capture_output=True,
                        text=True, timeout=600)
@@ -268,7 +273,7 @@ def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks, bulk_min,
 
 def _chunked_prefill_shared_vs_per_warp(gpu, cache, monkeypatch, n_tok=330):
     # A prompt prefilled in chunks of 64 tokens (n_ubatch), so that the later chunks attend to
-    # blocks the GAAC cache has already encoded: logits of every token with the prefill attention's
+    # blocks the GAAC cache has already encoded (in the GAAC kernels: GAACRT_CUDA_GAAC_EXPAND=0): logits of every token with the prefill attention's
     # thread blocks on one stream of blocks in row groups of 16 (run_rows_shared) and with a copy
     # per warp (GAACRT_CUDA_PREFILL_SHARED=0): bit-identical. Then in row groups of 64 (the default
     # up to head size 128, attention_wide.cuh): other sums (~3e-7 apart per attention op), which
@@ -283,6 +288,7 @@ def _chunked_prefill_shared_vs_per_warp(gpu, cache, monkeypatch, n_tok=330):
 
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)  # the defaults, whatever the caller set
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_SHARED", raising=False)
+    monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", "0")  # GAAC's own kernels, not BF16 pages
     wide, _ = run()
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "0")
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_SHARED", "0")
@@ -290,6 +296,7 @@ def _chunked_prefill_shared_vs_per_warp(gpu, cache, monkeypatch, n_tok=330):
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_SHARED")
     shared, s = run()
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE")
+    monkeypatch.delenv("GAACRT_CUDA_GAAC_EXPAND")
     if cache == "gaac":
         assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
     assert np.isfinite(shared).all() and np.isfinite(wide).all()
@@ -394,24 +401,48 @@ def test_cuda_gaac_expanded_prefill_is_bit_identical_to_bf16(model_path, monkeyp
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
+# argv: tests dir, model, output .npy. A GAAC session's prefill in chunks of 64 tokens.
+EXPAND_RUN = """
+import sys
+import numpy as np
+import gaacrt
+sys.path.insert(0, sys.argv[1])
+from fixtures.cuda_target import CUDA
+gpu = gaacrt.Model(sys.argv[2], backend=CUDA)
+toks = [int(t) for t in np.random.default_rng(3).integers(3, gpu.n_vocab, 200)]
+s = gpu.session(n_ctx=256, cache="gaac", n_ubatch=64)
+np.save(sys.argv[3], s.eval(toks, all_logits=True))
+assert s.kv_stats()["k"]["tiles_encoded"] > 0
+"""
+
+
 def test_cuda_gaac_expansion_over_its_memory_cap_falls_back(tmp_path):
-    # GAACRT_CUDA_GAAC_EXPAND_MIB (read once per process) caps the expansion's pages: past it the
-    # GAAC kernels decode inside the attention. A cap of 0 in a fresh process: still BF16's bits.
+    # Which path a GAAC prefill took, by the attention timeline (attention_timeline.h: a line per
+    # launch, naming the format it ran as): through BF16 pages by default, in the GAAC kernels with
+    # GAACRT_CUDA_GAAC_EXPAND_MIB=0 (the cap, read once per process: a subprocess each). The same
+    # bits either way.
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "m.gguf", "llama", seed=5, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
-    code = (
-        "import sys\nimport numpy as np\nimport gaacrt\nsys.path.insert(0, sys.argv[1])\n"
-        "from fixtures.cuda_target import CUDA\n"
-        "gpu = gaacrt.Model(sys.argv[2], backend=CUDA)\n"
-        "toks = [int(t) for t in np.random.default_rng(3).integers(3, gpu.n_vocab, 200)]\n"
-        "out = [gpu.session(n_ctx=256, cache=c, n_ubatch=64).eval(toks, all_logits=True) for c in ('bf16', 'gaac')]\n"
-        "assert np.array_equal(out[0].view(np.uint32), out[1].view(np.uint32))\n"
-        "print('cap ok')\n")
-    env = dict(os.environ, GAACRT_CUDA_GAAC_EXPAND_MIB="0")
-    r = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(path)], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and "cap ok" in r.stdout, r.stdout + r.stderr
+    tests_dir = str(Path(__file__).resolve().parent)
+    logits, formats = {}, {}
+    for cap in ("", "0"):
+        line_file, out = tmp_path / f"timeline{cap}.txt", tmp_path / f"logits{cap}.npy"
+        env = dict(os.environ, GAACRT_CUDA_ATTN_TIMELINE=str(line_file))
+        env.pop("GAACRT_CUDA_GAAC_EXPAND", None)
+        if cap:
+            env["GAACRT_CUDA_GAAC_EXPAND_MIB"] = cap
+        r = subprocess.run([sys.executable, "-c", EXPAND_RUN, tests_dir, str(path), str(out)], env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        logits[cap] = np.load(out)
+        formats[cap] = [ln.split()[0] for ln in line_file.read_text().splitlines() if ln.strip()]
+    # 200 tokens in chunks of 64: 4 prefill launches a layer, 2 layers; a chunk of 8 tokens (the
+    # last) is 32 rows, one row group: the GAAC kernels either way. The others' 256 rows are more.
+    assert formats[""] == ["bf16"] * 6 + ["gaac"] * 2, formats[""]
+    assert formats["0"] == ["gaac"] * 8, formats["0"]
+    assert np.isfinite(logits[""]).all()
+    assert np.array_equal(logits[""].view(np.uint32), logits["0"].view(np.uint32))
 
 
 @pytest.mark.parametrize("expand", ["", "0"], ids=["expanded", "in-kernel"])

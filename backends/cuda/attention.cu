@@ -20,9 +20,6 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                             const float* q, float* out) {
   if (n_seqs <= 0) return;
   const bool gaac = kv.format == KVFormat::GAAC;
-  // A GAAC layer's prefill-sized launch: its tiles decoded once into BF16 pages, then this
-  // function again on those (attention_gaac_expand.cu).
-  if (gaac && attention_expanded(kv, args, seqs, n_seqs, q, out)) return;
   if (kv.n_head_kv <= 0 || args.n_head % kv.n_head_kv)
     throw Error("backend", "invalid_argument",
                 strfmt("cuda attention: %d query heads are not a multiple of %d kv-heads", args.n_head, kv.n_head_kv));
@@ -73,6 +70,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
       (is_v ? staging.v : staging.k) = attn::gaac_stage_word(td, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
       half_bytes = std::max(half_bytes, staging.staged(is_v));
     }
+    // A prefill-sized launch (the view checked above): its tiles decoded once into BF16 pages,
+    // then this function again on those (attention_gaac_expand.cu).
+    if (attention_expanded(kv, args, seqs, n_seqs, q, out)) return;
   }
 
   // Split-K width: as many thread blocks per multiprocessor as the kernel is built for (three for

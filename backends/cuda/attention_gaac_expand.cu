@@ -19,10 +19,11 @@
 // than one row group of 64 rows per sequence and kv-head, kExpandMinRows).
 //
 // Ordering under programmatic dependent launch (cuda_common.h): the attention kernel reads its
-// sequences and block table before its PDL wait, so they must be written two launches earlier.
-// Hence two kernels: expand_tables_kernel writes the sequences' copies (their tables pointed at an
-// identity table: entry j of the arena is page j), expand_pages_kernel the pages, then the
-// attention.
+// sequences and block table before its PDL wait (and a decode-sized sequence's first pages, in a
+// launch that mixes them), so expand_tables_kernel writes the sequences' copies (their tables
+// pointed at an identity table: entry j of the arena is page j), expand_pages_kernel the pages,
+// and the attention is launched without PDL (PdlOff): it starts once the pages are written.
+// (Its launch latency is no longer hidden: a few µs a layer of a prefill.)
 #include <algorithm>
 #include <cstdlib>
 
@@ -77,8 +78,9 @@ __device__ __forceinline__ void copy_page(const uint8_t* src, uint8_t* dst, int3
 // Each warp owns one tile column (its bases loaded once) and decodes its blocks of the visible
 // range one at a time: the slot staged in shared memory (16-byte copies where the layer's slots
 // allow, else bytes), its tags validated as the attention kernels do (attention_tiles.cuh
-// decode_gaac_block; a bad tile is reported and left as zeros), then decode_gaac_lane straight into
-// the page. Raw pages (the newest, partial block; tiles that did not fit their slot) are copied;
+// decode_gaac_block), then decode_gaac_lane straight into the page. A bad tile is reported and
+// left as zeros (the GAAC kernels skip its block instead; either way the step raises at the next
+// synchronization and its results are not used). Raw pages (the newest, partial block; tiles that did not fit their slot) are copied;
 // blocks out of the window or past the sequence are not read by the attention and not written.
 __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const ExpandArgs A) {
   GAACRT_DYNAMIC_SMEM(smem);
@@ -190,6 +192,7 @@ bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs&
   x.chunk_bytes = KV_CHUNK_PAGES * page_bytes;
   x.slot_bytes[0] = x.slot_bytes[1] = 0;
   x.codec = nullptr;
+  PdlOff after_the_pages;
   attention(x, args, A.x_seqs, n_seqs, q, out);
   return true;
 }

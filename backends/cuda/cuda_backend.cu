@@ -125,7 +125,10 @@ void* CudaBackend::scratch(size_t bytes) {
   return grow_buffer(scratch_, scratch_bytes_, bytes, "growing the scratch buffer", false);
 }
 void* CudaBackend::expand_buffer(size_t bytes) {
-  return grow_buffer(expand_, expand_bytes_, bytes, "growing the GAAC expansion buffer", true);
+  if (expand_refused_ != 0 && bytes >= expand_refused_) return nullptr;  // not asked again
+  void* p = grow_buffer(expand_, expand_bytes_, bytes, "growing the GAAC expansion buffer", true);
+  if (p == nullptr) expand_refused_ = bytes;
+  return p;
 }
 
 namespace {

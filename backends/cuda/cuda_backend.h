@@ -84,7 +84,8 @@ class CudaBackend final : public Backend {
   void* scratch(size_t bytes);
   // A second such buffer, for the pages attention_expanded decodes a GAAC layer into (the
   // attention launch it makes over them takes its partials from scratch()); nullptr when the
-  // device has not the memory (the caller then takes the GAAC kernels, which need none).
+  // device has not the memory (the caller then takes the GAAC kernels, which need none), and
+  // at once for that size or more after one such refusal.
   void* expand_buffer(size_t bytes);
   // Grows buf (have bytes) to at least `bytes` as scratch() does; `what` names it while recording;
   // optional: an allocation that fails for want of memory returns nullptr instead of throwing.
@@ -115,6 +116,7 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   void* expand_ = nullptr;
   size_t expand_bytes_ = 0;
+  size_t expand_refused_ = 0;  // the smallest size the device could not allocate (0: none yet)
   int32_t* attn_counters_ = nullptr;  // attention.cu: split-K arrival counters (zeroed once, kernels reset them)
   int64_t attn_counters_n_ = 0;
   uint64_t epoch_ = 0;      // bumped whenever scratch_, expand_ or attn_counters_ is replaced

@@ -69,6 +69,20 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// Launches made inside a PdlOff scope (on this thread) go without PDL: they start once the
+// previous kernel has completed, for a kernel whose reads before pdl_begin() would otherwise
+// meet that kernel's writes in flight (attention_gaac_expand.cu's attention launch).
+inline int& pdl_off_depth() {
+  static thread_local int depth = 0;
+  return depth;
+}
+struct PdlOff {
+  PdlOff() { ++pdl_off_depth(); }
+  ~PdlOff() { --pdl_off_depth(); }
+  PdlOff(const PdlOff&) = delete;
+  PdlOff& operator=(const PdlOff&) = delete;
+};
+
 // kernel<<<grid, block, smem, stream>>>(args...), with PDL where enabled.
 template <typename... KArgs, typename... Args>
 inline void launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
@@ -84,7 +98,7 @@ inline void launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled(device) ? 1 : 0;
+  cfg.numAttrs = pdl_enabled(device) && pdl_off_depth() == 0 ? 1 : 0;
   GAACRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 

@@ -11,8 +11,10 @@
 // gaac_lane.cuh, 16-byte stores), and its logits are the BF16 cache's bit for bit by construction:
 // the same kernel, splits and sums over the same values.
 //
-// Memory: n_seqs x n_head_kv x 2 x n_half x max_blocks pages of 16 x tile_dim BF16 (Llama-3.1-8B's
-// shape at a 32K context: 134 MB), kept between calls like the scratch buffer; a launch that would
+// Memory: n_seqs x n_head_kv x 2 x n_half x ceil(max_len / 16) pages of 16 x tile_dim BF16
+// (AttentionArgs::max_len: the launch's longest sequence; Llama-3.1-8B's shape at 32K tokens:
+// 134 MB), kept between calls like the scratch buffer; a launch without max_len (a step that may be
+// recorded as a graph) is not expanded, and one that would
 // need more than GAACRT_CUDA_GAAC_EXPAND_MIB (default 1024, read once), or more than the device
 // can allocate, runs the GAAC kernels instead, which decode inside the attention and need none. GAACRT_CUDA_GAAC_EXPAND=0 (read on every call)
 // turns the expansion off, =1 takes it for every prefill-sized launch (default: launches with more
@@ -21,7 +23,7 @@
 // Ordering under programmatic dependent launch (cuda_common.h): the attention kernel reads its
 // sequences and block table before its PDL wait (and a decode-sized sequence's first pages, in a
 // launch that mixes them), so expand_tables_kernel writes the sequences' copies (their tables
-// pointed at an identity table: entry j of the arena is page j), expand_pages_kernel the pages,
+// pointed at tables of their pages: per tile column, blocks 0 .. nb-1 in a row), expand_pages_kernel the pages,
 // and the attention is launched without PDL (PdlOff): it starts once the pages are written.
 // (Its launch latency is no longer hidden: a few µs a layer of a prefill.)
 #include <algorithm>
@@ -47,22 +49,31 @@ struct ExpandArgs {
   GaacStaging gs;
   const AttnSeq* seqs;
   AttnSeq* x_seqs;     // out: the sequences, tables into x_tables
-  uint32_t* x_tables;  // out: [n_seqs * per_seq] the identity
-  uint8_t* x_pages;    // out: [n_seqs * per_seq] pages of page_bytes
-  int64_t per_seq;     // entries (and pages) of one sequence: n_head_kv * 2 * n_half * max_blocks
+  uint32_t* x_tables;  // out: [n_seqs][n_head_kv][2][n_half][max_blocks], kv_view.h's layout
+  uint8_t* x_pages;    // out: [n_seqs][n_head_kv][2][n_half][nb] pages of page_bytes
+  int64_t entries;     // table entries of one sequence: n_head_kv * 2 * n_half * max_blocks
+  int32_t nb;          // blocks of the longest sequence (ceil(max_len / 16)), at most max_blocks
   int32_t n_seqs, window;
   uint32_t stage_bytes;  // per warp, with 16 bytes of slack (the decoder reads up to 8 past)
   DeviceErrors* err;
 };
 
+// The page of (sequence, tile column t = (head, K|V, half), block b < nb).
+__device__ __forceinline__ int64_t expanded_page(const ExpandArgs& A, int64_t seq, int64_t t, int32_t b) {
+  const int64_t cols = A.entries / A.kv.max_blocks;
+  return (seq * cols + t) * A.nb + b;
+}
+
 __global__ void expand_tables_kernel(const ExpandArgs A) {
   pdl_begin();
-  const int64_t n = (int64_t)A.n_seqs * A.per_seq;
+  const int64_t n = (int64_t)A.n_seqs * A.entries;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    A.x_tables[i] = (uint32_t)i;
+    const int64_t seq = i / A.entries, j = i % A.entries, t = j / A.kv.max_blocks;
+    const int32_t b = (int32_t)(j % A.kv.max_blocks);
+    A.x_tables[i] = b < A.nb ? (uint32_t)expanded_page(A, seq, t, b) : KV_ENTRY_EMPTY;
     if (i < A.n_seqs) {
       AttnSeq s = A.seqs[i];
-      s.table = A.x_tables + i * A.per_seq;
+      s.table = A.x_tables + i * A.entries;
       A.x_seqs[i] = s;
     }
   }
@@ -94,7 +105,9 @@ __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const Expa
   if (s.n_q <= 0 || len <= 0) return;
   // The first key any of the sequence's rows sees (query p sees p - W + 1 .. p).
   const int32_t first = A.window > 0 ? max(0, s.pos0 - A.window + 1) : 0;
-  const int32_t b_lo = first / KV_BLOCK_TOKENS, b_hi = (len + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS;
+  // (b_hi within nb while max_len is the true bound it must be; the clamp keeps the writes in the
+  // arena if it is not.)
+  const int32_t b_lo = first / KV_BLOCK_TOKENS, b_hi = min(A.nb, (len + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS);
 
   const int32_t nl = gaac_lanes(td), li = lane;  // one tile per warp: lanes 0 .. td/4-1 decode
   const uint32_t seg = nl >= 32 ? kFull : (1u << nl) - 1u, lt = seg & attn::lanemask_lt();
@@ -108,7 +121,7 @@ __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const Expa
   }
   uint8_t* stg = smem + warp * A.stage_bytes;
   const uint32_t* table = s.table + kv_entry_index(kv, head, is_v, half, 0);
-  const int64_t page0 = (int64_t)blockIdx.z * A.per_seq + kv_entry_index(kv, head, is_v, half, 0);
+  const int64_t page0 = expanded_page(A, blockIdx.z, blockIdx.y, 0);
   const int32_t stride = gridDim.x * kExpandWarps;
   for (int32_t b = b_lo + blockIdx.x * kExpandWarps + warp; b < b_hi; b += stride) {  // warp-uniform
     const uint32_t e = table[b];
@@ -151,14 +164,17 @@ bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs&
   if (e && e[0] == '0') return false;
   const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
   const int64_t min_rows = e && e[0] == '1' ? attn::kRowsPerGroup + 1 : kExpandMinRows;
-  if (kv.format != KVFormat::GAAC || max_rows < min_rows || kv.codec == nullptr || n_seqs > 65535) return false;
-  const int64_t per_seq = (int64_t)kv.n_head_kv * 2 * kv.n_half * kv.max_blocks;
-  const int64_t n_pages = per_seq * n_seqs;
+  if (kv.format != KVFormat::GAAC || max_rows < min_rows || kv.codec == nullptr || n_seqs > 65535 ||
+      args.max_len <= 0 || kv.max_blocks <= 0)
+    return false;
+  const int64_t cols = (int64_t)kv.n_head_kv * 2 * kv.n_half, entries = cols * kv.max_blocks;
+  const int32_t nb = std::min(kv.max_blocks, (args.max_len + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS);
+  const int64_t n_pages = cols * nb * n_seqs, n_entries = entries * n_seqs;
   static const uint64_t cap = [] {
     const char* c = std::getenv("GAACRT_CUDA_GAAC_EXPAND_MIB");
     return (uint64_t)(c ? std::max(0, std::atoi(c)) : 1024) << 20;
   }();
-  const uint64_t page_bytes = kv.page_bytes, table_bytes = ((uint64_t)n_pages * 4 + 255) & ~(uint64_t)255,
+  const uint64_t page_bytes = kv.page_bytes, table_bytes = ((uint64_t)n_entries * 4 + 255) & ~(uint64_t)255,
                  seq_bytes = ((uint64_t)n_seqs * sizeof(AttnSeq) + 255) & ~(uint64_t)255;
   const uint64_t bytes = (uint64_t)n_pages * page_bytes + table_bytes + seq_bytes;
   if (n_pages >= (int64_t)KV_ENTRY_SLOT || bytes > cap) return false;
@@ -175,12 +191,12 @@ bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs&
   uint8_t* base = static_cast<uint8_t*>(expand_buffer(bytes));
   if (base == nullptr) return false;  // no memory for it on this device: the GAAC kernels
   ExpandArgs A{kv, gs, seqs, reinterpret_cast<AttnSeq*>(base + (uint64_t)n_pages * page_bytes + table_bytes),
-               reinterpret_cast<uint32_t*>(base + (uint64_t)n_pages * page_bytes), base, per_seq, n_seqs,
+               reinterpret_cast<uint32_t*>(base + (uint64_t)n_pages * page_bytes), base, entries, nb, n_seqs,
                args.sliding_window, stage + 16u, dev_errors_};
-  const int tables_grid = (int)std::min<int64_t>((n_pages + 255) / 256, 4 * info_.multiprocessors);
+  const int tables_grid = (int)std::min<int64_t>((n_entries + 255) / 256, 4 * info_.multiprocessors);
   launch_kernel(expand_tables_kernel, dim3((unsigned)std::max(tables_grid, 1)), 256, 0, stream_, A);
   const size_t smem = (size_t)kExpandWarps * A.stage_bytes;  // at most 4 x 4,176 bytes (td 128, every escape)
-  const int32_t gx = std::max(1, (kv.max_blocks + kExpandWarps * kBlocksPerWarp - 1) / (kExpandWarps * kBlocksPerWarp));
+  const int32_t gx = std::max(1, (nb + kExpandWarps * kBlocksPerWarp - 1) / (kExpandWarps * kBlocksPerWarp));
   launch_kernel(expand_pages_kernel, dim3((unsigned)gx, (unsigned)(kv.n_head_kv * 2 * kv.n_half), (unsigned)n_seqs),
                 kExpandThreads, smem, stream_, A);
   GAACRT_CUDA_CHECK(cudaGetLastError());

@@ -96,7 +96,7 @@ OutF32 attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, int32_t slidi
   Buf kd(be, k.size() * 4, k.data()), vd(be, v.size() * 4, v.data()), qq(be, q.size() * 4, q.data());
   Buf od(be, (size_t)n_q * n_head * d * 4);
   be.kv_store(kv, static_cast<const KVTokenSlot*>(sd.p), n_ctx, kd.f(), vd.f());
-  const AttentionArgs args{n_head, scale, sliding_window, softcap, n_q};
+  const AttentionArgs args{n_head, scale, sliding_window, softcap, n_q, n_ctx};
   be.attention(kv, args, static_cast<const AttnSeq*>(qd.p), 1, qq.f(), od.f());
   be.download(out, od.p, (size_t)n_q * n_head * d * 4);
   return arr;
@@ -203,7 +203,7 @@ nb::tuple lossy_attention_op(Backend& be, F32 k, F32 v, F32 q, float scale, cons
     }
     const AttnSeq seq{static_cast<const uint32_t*>(tab.p), 0, n_q, n_ctx - n_q};
     Buf qd(be, sizeof(AttnSeq), &seq);
-    const AttentionArgs args{n_head, scale, sliding_window, softcap, n_q};
+    const AttentionArgs args{n_head, scale, sliding_window, softcap, n_q, n_ctx};
     be.attention(kv, args, static_cast<const AttnSeq*>(qd.p), 1, qq.f(), od.f());
     be.download(out, od.p, (size_t)n_q * n_head * d * 4);
     be.synchronize();

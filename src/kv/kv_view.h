@@ -79,6 +79,10 @@ struct AttentionArgs {
   // bound: the CUDA backend shapes a launch it says is decode-only (every sequence at most 16
   // query rows) differently, and a longer sequence there would lose rows.
   int32_t max_q = 0;
+  // An upper bound on the batch's sequences' lengths, pos0 + n_q (0 = unknown). A backend may size
+  // per-launch scratch by it (CUDA's GAAC prefill through BF16 pages: attention_gaac_expand.cu,
+  // which needs it). A step recorded as a graph and replayed at later positions passes 0.
+  int32_t max_len = 0;
 };
 
 // One sequence's part of a batch: query rows [q_begin, q_begin + n_q) at positions

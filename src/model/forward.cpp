@@ -133,7 +133,12 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
   const auto* dseqs = reinterpret_cast<const AttnSeq*>(meta_ + m.seqs);
   int32_t max_q = 0;  // the largest sequence's tokens: AttentionArgs::max_q, a tight bound
   for (const AttnSeq& sq : seqs) max_q = std::max(max_q, sq.n_q);
-  auto step = [&] { enqueue(b, cache, (int32_t)ns, ids, pos, slots, dseqs, n_out, max_q); };
+  // AttentionArgs::max_len, for the steps never recorded as graphs (a replay at later positions
+  // would carry a stale bound); 0 for the others.
+  int32_t max_len = 0;
+  if (n > kMaxGraphTokens)
+    for (const AttnSeq& sq : seqs) max_len = std::max(max_len, sq.pos0 + sq.n_q);
+  auto step = [&] { enqueue(b, cache, (int32_t)ns, ids, pos, slots, dseqs, n_out, max_q, max_len); };
 
   // Decode-sized steps: replay the step recorded for this key, or record it the second time the
   // key is seen (the first, eager, run has grown the backend's scratch to what the step needs).
@@ -179,7 +184,8 @@ void Forward::run(const Batch& b, KVCache& cache, float* logits_out) {
 }
 
 void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t* ids, const int32_t* pos,
-                      const KVTokenSlot* slots_all, const AttnSeq* dseqs, int32_t n_out, int32_t max_q) {
+                      const KVTokenSlot* slots_all, const AttnSeq* dseqs, int32_t n_out, int32_t max_q,
+                      int32_t max_len) {
   const ModelConfig& c = cfg_;
   const int32_t n = b.size();
   be_.get_rows(w_.token_embd, ids, n, c.embed_scale, x_);
@@ -202,7 +208,7 @@ void Forward::enqueue(const Batch& b, KVCache& cache, int32_t ns, const int32_t*
     const float* qkv_b[3] = {L.bq, L.bk, L.bv};
     be_.norm_qkv_rope_store(x_, L.attn_norm, c.rms_eps, n, c.n_embd, qkv_w, qkv_b, q_, k_, v_, xn_, c.n_head, L.q_norm,
                             L.k_norm, pos, c.rope_for(il), kv, slots);
-    const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f, max_q};
+    const AttentionArgs args{c.n_head, c.attn_scale, c.is_swa(il) ? c.sliding_window : 0, 0.f, max_q, max_len};
     be_.attention(kv, args, lseqs, ns, q_, attn_);
     residual(L.wo, attn_, L.post_attn_norm);
 

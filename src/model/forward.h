@@ -62,9 +62,10 @@ class Forward {
     std::unique_ptr<StepGraph> graph;
   };
   // The ops of a step whose metadata is uploaded (no host<->device traffic, no synchronization);
-  // max_q: the most tokens of one of its sequences.
+  // max_q: the most tokens of one of its sequences; max_len: its longest sequence's length, or 0
+  // (AttentionArgs).
   void enqueue(const Batch& b, KVCache& cache, int32_t n_seqs, const int32_t* ids, const int32_t* pos,
-               const KVTokenSlot* slots, const AttnSeq* seqs, int32_t n_out, int32_t max_q);
+               const KVTokenSlot* slots, const AttnSeq* seqs, int32_t n_out, int32_t max_q, int32_t max_len);
   StepKey make_key(const Batch& b, KVCache& cache, const std::vector<AttnSeq>& seqs) const;
 
   float* buf(size_t n);

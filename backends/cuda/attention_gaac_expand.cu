@@ -41,7 +41,8 @@ using attn::kFull;
 
 constexpr int kExpandWarps = 4;
 constexpr int kExpandThreads = 32 * kExpandWarps;
-constexpr int kBlocksPerWarp = 8;     // a warp's share of one tile column (blocks b, b + stride, ...)
+constexpr int kBlocksPerWarp = 1;  // blocks of one tile column a warp takes (b, b + stride, ...): one
+                                   // (8 gave a 512-token prefill 16 thread blocks: 17.9 µs a launch, H100)
 constexpr int64_t kExpandMinRows = 65;  // more than one wide row group (attention_wide.cuh kWideRows)
 
 struct ExpandArgs {
@@ -79,10 +80,24 @@ __global__ void expand_tables_kernel(const ExpandArgs A) {
   }
 }
 
-// 16-byte chunks of a [16][td] page: zeros (src null) or a copy, lanes of a warp.
+// n 16-byte chunks (at most 32 * kN), lanes of a warp: zeros (src null) or a copy, every load
+// issued before the first store (one trip to memory; load, store, load, store in a loop were
+// kN trips in series: the compiler cannot move a load above a store that may alias it).
+template <int kN>
+__device__ __forceinline__ void copy_chunks(const uint8_t* src, uint8_t* dst, uint32_t n, int lane) {
+  uint4 v[kN];
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    const uint32_t c = lane + 32u * k;
+    v[k] = src && c < n ? reinterpret_cast<const uint4*>(src)[c] : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int k = 0; k < kN; ++k)
+    if (lane + 32u * k < n) reinterpret_cast<uint4*>(dst)[lane + 32u * k] = v[k];
+}
+// A [16][td] page (2 td chunks, at most 256).
 __device__ __forceinline__ void copy_page(const uint8_t* src, uint8_t* dst, int32_t td, int lane) {
-  for (int c = lane; c < 2 * td; c += 32)
-    reinterpret_cast<uint4*>(dst)[c] = src ? reinterpret_cast<const uint4*>(src)[c] : make_uint4(0u, 0u, 0u, 0u);
+  copy_chunks<2 * KV_TILE_MAX_DIM / 32>(src, dst, 2u * (uint32_t)td, lane);
 }
 
 // Grid (x: groups of kExpandWarps * kBlocksPerWarp blocks, y: (kv-head, K|V, half), z: sequence).
@@ -132,9 +147,9 @@ __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const Expa
     }
     const uint8_t* src = kv_entry_ptr(kv, e, is_v);
     const uint32_t need = attn::gaac_stage_need(td, A.gs.capacity(is_v));
-    if (A.gs.whole(is_v)) {
-      for (uint32_t c = lane; c < A.gs.staged(is_v) / 16u; c += 32u)
-        reinterpret_cast<uint4*>(stg)[c] = reinterpret_cast<const uint4*>(src)[c];
+    if (A.gs.whole(is_v)) {  // at most 4,160 bytes at td 128 (every escape): 9 chunks a lane
+      copy_chunks<(GAAC_FIXED_BYTES_128 + GAAC_ESC_BYTES_RAW * 2 * GAAC_MAX_TILE_DIM + 16 * 32 - 1) / (16 * 32)>(
+          src, stg, A.gs.staged(is_v) / 16u, lane);
     } else {
       for (uint32_t x = lane; x < need; x += 32u) stg[x] = src[x];
     }

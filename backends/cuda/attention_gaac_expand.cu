@@ -11,6 +11,11 @@
 // gaac_lane.cuh, 16-byte stores), and its logits are the BF16 cache's bit for bit by construction:
 // the same kernel, splits and sums over the same values.
 //
+// Measured (H100, Llama-3.1-8B shape, sixteenth session; `STAGES="build expand" bash
+// bench/gpu_check_visit.sh`): pp512 after 32K, GAAC 3,336 / 3,339 / 3,358 tok/s against 2,335 /
+// 2,343 / 2,343 with GAACRT_CUDA_GAAC_EXPAND=0 (+43%; BF16 3,460-3,488, so GAAC now 0.97x of BF16,
+// was 0.67x); at depth 0 GAAC 9,130 against 8,837 (expand_pages_kernel 3.6 µs a layer there).
+//
 // Memory: n_seqs x n_head_kv x 2 x n_half x ceil(max_len / 16) pages of 16 x tile_dim BF16
 // (AttentionArgs::max_len: the launch's longest sequence; Llama-3.1-8B's shape at 32K tokens:
 // 134 MB), kept between calls like the scratch buffer; a launch without max_len (a step that may be

@@ -273,7 +273,8 @@ def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks, bulk_min,
 
 def _chunked_prefill_shared_vs_per_warp(gpu, cache, monkeypatch, n_tok=330):
     # A prompt prefilled in chunks of 64 tokens (n_ubatch), so that the later chunks attend to
-    # blocks the GAAC cache has already encoded (in the GAAC kernels: GAACRT_CUDA_GAAC_EXPAND=0): logits of every token with the prefill attention's
+    # blocks the GAAC cache has already encoded (in the GAAC kernels: GAACRT_CUDA_GAAC_EXPAND=0):
+    # logits of every token with the prefill attention's
     # thread blocks on one stream of blocks in row groups of 16 (run_rows_shared) and with a copy
     # per warp (GAACRT_CUDA_PREFILL_SHARED=0): bit-identical. Then in row groups of 64 (the default
     # up to head size 128, attention_wide.cuh): other sums (~3e-7 apart per attention op), which

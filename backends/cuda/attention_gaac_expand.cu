@@ -18,18 +18,19 @@
 //
 // Memory: n_seqs x n_head_kv x 2 x n_half x ceil(max_len / 16) pages of 16 x tile_dim BF16
 // (AttentionArgs::max_len: the launch's longest sequence; Llama-3.1-8B's shape at 32K tokens:
-// 134 MB), kept between calls like the scratch buffer; a launch without max_len (a step that may be
-// recorded as a graph) is not expanded, and one that would
-// need more than GAACRT_CUDA_GAAC_EXPAND_MIB (default 1024, read once), or more than the device
-// can allocate, runs the GAAC kernels instead, which decode inside the attention and need none. GAACRT_CUDA_GAAC_EXPAND=0 (read on every call)
-// turns the expansion off, =1 takes it for every prefill-sized launch (default: launches with more
-// than one row group of 64 rows per sequence and kv-head, kExpandMinRows).
+// 134 MB), kept between calls like the scratch buffer. A launch without max_len (a step that may
+// be recorded as a graph) is not expanded; one that would need more than
+// GAACRT_CUDA_GAAC_EXPAND_MIB (default 1024, read once), or more than the device can allocate,
+// runs the GAAC kernels instead, which decode inside the attention and need none.
+// GAACRT_CUDA_GAAC_EXPAND=0 (read on every call) turns the expansion off, =1 takes it for every
+// prefill-sized launch (default: more than one row group of 64 rows, kExpandMinRows).
 //
 // Ordering under programmatic dependent launch (cuda_common.h): the attention kernel reads its
 // sequences and block table before its PDL wait (and a decode-sized sequence's first pages, in a
 // launch that mixes them), so expand_tables_kernel writes the sequences' copies (their tables
-// pointed at tables of their pages: per tile column, blocks 0 .. nb-1 in a row), expand_pages_kernel the pages,
-// and the attention is launched without PDL (PdlOff): it starts once the pages are written.
+// pointed at tables of their pages: per tile column, blocks 0 .. nb-1 in a row),
+// expand_pages_kernel the pages, and the attention is launched without PDL (PdlOff): it starts
+// once the pages are written.
 // (Its launch latency is no longer hidden: a few µs a layer of a prefill.)
 #include <algorithm>
 #include <cstdlib>
@@ -46,8 +47,10 @@ using attn::kFull;
 
 constexpr int kExpandWarps = 4;
 constexpr int kExpandThreads = 32 * kExpandWarps;
-constexpr int kBlocksPerWarp = 1;  // blocks of one tile column a warp takes (b, b + stride, ...): one
-                                   // (8 gave a 512-token prefill 16 thread blocks: 17.9 µs a launch, H100)
+// Blocks of one tile column a warp takes (b, b + stride, ...). One: with 8, and copies whose loads
+// and stores alternated, a 512-token prefill had 16 thread blocks and 17.9 µs a layer (H100);
+// now 3.6.
+constexpr int kBlocksPerWarp = 1;
 constexpr int64_t kExpandMinRows = 65;  // more than one wide row group (attention_wide.cuh kWideRows)
 
 struct ExpandArgs {
@@ -106,12 +109,12 @@ __device__ __forceinline__ void copy_page(const uint8_t* src, uint8_t* dst, int3
 }
 
 // Grid (x: groups of kExpandWarps * kBlocksPerWarp blocks, y: (kv-head, K|V, half), z: sequence).
-// Each warp owns one tile column (its bases loaded once) and decodes its blocks of the visible
-// range one at a time: the slot staged in shared memory (16-byte copies where the layer's slots
-// allow, else bytes), its tags validated as the attention kernels do (attention_tiles.cuh
-// decode_gaac_block), then decode_gaac_lane straight into the page. A bad tile is reported and
-// left as zeros (the GAAC kernels skip its block instead; either way the step raises at the next
-// synchronization and its results are not used). Raw pages (the newest, partial block; tiles that did not fit their slot) are copied;
+// A warp takes blocks of one tile column (its bases loaded once), one at a time: the slot staged
+// in shared memory (16-byte copies where the layer's slots allow, else bytes), its tags validated
+// as the attention kernels do (attention_tiles.cuh decode_gaac_block), then decode_gaac_lane
+// straight into the page. A bad tile is reported and left as zeros (the GAAC kernels skip its
+// block instead; either way the step raises at the next synchronization and its results are not
+// used). Raw pages (the newest, partial block; tiles that did not fit their slot) are copied;
 // blocks out of the window or past the sequence are not read by the attention and not written.
 __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const ExpandArgs A) {
   GAACRT_DYNAMIC_SMEM(smem);
@@ -135,7 +138,8 @@ __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const Expa
   GaacU32x2 b3{0u, 0u}, b4{0u, 0u};
   const bool has_bases = st != nullptr && st->bases[is_v][0] != nullptr && st->bases[is_v][1] != nullptr;
   if (has_bases && li < nl) {
-    const int64_t off = (int64_t)head * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (li % gaac_group_cols(td));
+    const int64_t off =
+        (int64_t)head * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (li % gaac_group_cols(td));
     b3 = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
     b4 = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
   }

@@ -383,19 +383,10 @@ def test_cuda_gaac_expanded_prefill_is_bit_identical_to_bf16(model_path, monkeyp
     # 4-head groups (one kv-head) 192: more than one row group either way.
     gpu = gaacrt.Model(str(model_path), backend=CUDA)
     toks = [int(t) for t in np.random.default_rng(14).integers(3, gpu.n_vocab, 250)]
-
-    def run(cache):
-        s = gpu.session(n_ctx=300, cache=cache, n_ubatch=48)
-        rows = [s.eval(toks[:240], all_logits=True)]
-        for t in toks[240:]:
-            s.eval([t])
-            rows.append(s.logits()[None])
-        return np.vstack(rows), s
-
     if expand:
         monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", expand)
-    a, _ = run("bf16")
-    b, s = run("gaac")
+    a, _ = logits_run(gpu, toks, 240, 10, cache="bf16", n_ctx=300, n_ubatch=48)
+    b, s = logits_run(gpu, toks, 240, 10, cache="gaac", n_ctx=300, n_ubatch=48)
     st = s.kv_stats()
     assert st["k"]["tiles_encoded"] > 0 and st["v"]["tiles_encoded"] > 0
     assert np.isfinite(a).all()

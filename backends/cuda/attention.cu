@@ -187,8 +187,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // GAACRT_CUDA_PREFILL_WIDE=1 keeps one-block steps with three parts. H100, 8B shape, pp512 after
   // 32K (fifteenth session, two rounds): BF16 3,476 / 3,483 tok/s against 3,016 / 3,012, GAAC
   // 2,344 / 2,344 against 2,331 / 2,324 (GAAC's own kernels: a GAAC prefill now goes through BF16
-  // pages, attention_gaac_expand.cu, unless that declines); at depth 0 level. Two-block steps with three parts made
-  // BF16 3,143 / 3,141 and GAAC 2,188 / 2,194 (removed); two parts alone, BF16 +0.7% (twelfth).
+  // pages, attention_gaac_expand.cu, unless that declines); at depth 0 level. Two-block steps with
+  // three parts made BF16 3,143 / 3,141 and GAAC 2,188 / 2,194 (removed); two parts alone, BF16
+  // +0.7% (twelfth).
   const bool wide_pairs = wide && !(pw && pw[0] == '1') && kD == 128 && blocks == 3 &&
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)

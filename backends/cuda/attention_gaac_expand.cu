@@ -47,10 +47,6 @@ using attn::kFull;
 
 constexpr int kExpandWarps = 4;
 constexpr int kExpandThreads = 32 * kExpandWarps;
-// Blocks of one tile column a warp takes (b, b + stride, ...). One: with 8, and copies whose loads
-// and stores alternated, a 512-token prefill had 16 thread blocks and 17.9 µs a layer (H100);
-// now 3.6.
-constexpr int kBlocksPerWarp = 1;
 constexpr int64_t kExpandMinRows = 65;  // more than one wide row group (attention_wide.cuh kWideRows)
 
 struct ExpandArgs {
@@ -108,14 +104,16 @@ __device__ __forceinline__ void copy_page(const uint8_t* src, uint8_t* dst, int3
   copy_chunks<2 * KV_TILE_MAX_DIM / 32>(src, dst, 2u * (uint32_t)td, lane);
 }
 
-// Grid (x: groups of kExpandWarps * kBlocksPerWarp blocks, y: (kv-head, K|V, half), z: sequence).
-// A warp takes blocks of one tile column (its bases loaded once), one at a time: the slot staged
-// in shared memory (16-byte copies where the layer's slots allow, else bytes), its tags validated
-// as the attention kernels do (attention_tiles.cuh decode_gaac_block), then decode_gaac_lane
-// straight into the page. A bad tile is reported and left as zeros (the GAAC kernels skip its
-// block instead; either way the step raises at the next synchronization and its results are not
-// used). Raw pages (the newest, partial block; tiles that did not fit their slot) are copied;
-// blocks out of the window or past the sequence are not read by the attention and not written.
+// Grid (x: groups of kExpandWarps blocks, y: (kv-head, K|V, half), z: sequence): a warp per block
+// (with 8 blocks a warp, and copies whose loads and stores alternated, a 512-token prefill had 16
+// thread blocks and 17.9 µs a layer on an H100; now 3.6). The warp loads its column's bases and
+// stages the block's slot in shared memory (16-byte copies where the layer's slots allow, else
+// bytes); its tags are validated as in the attention kernels (attention_tiles.cuh
+// gaac_lane_escapes), then decode_gaac_lane writes straight into the page. A bad tile is reported
+// and left as zeros (the GAAC kernels skip its block instead; either way the step raises at the
+// next synchronization and its results are not used). Raw pages (the newest, partial block; tiles
+// that did not fit their slot) are copied; blocks out of the window or past the sequence are not
+// read by the attention and not written.
 __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const ExpandArgs A) {
   GAACRT_DYNAMIC_SMEM(smem);
   pdl_begin();
@@ -132,51 +130,33 @@ __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const Expa
   // arena if it is not.)
   const int32_t b_lo = first / KV_BLOCK_TOKENS, b_hi = min(A.nb, (len + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS);
 
-  const int32_t nl = gaac_lanes(td), li = lane;  // one tile per warp: lanes 0 .. td/4-1 decode
-  const uint32_t seg = nl >= 32 ? kFull : (1u << nl) - 1u, lt = seg & attn::lanemask_lt();
-  const GaacKVLayer* st = static_cast<const GaacKVLayer*>(kv.codec);
-  GaacU32x2 b3{0u, 0u}, b4{0u, 0u};
-  const bool has_bases = st != nullptr && st->bases[is_v][0] != nullptr && st->bases[is_v][1] != nullptr;
-  if (has_bases && li < nl) {
-    const int64_t off =
-        (int64_t)head * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (li % gaac_group_cols(td));
-    b3 = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
-    b4 = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
+  const int32_t b = b_lo + blockIdx.x * kExpandWarps + warp;
+  if (b >= b_hi) return;  // warp-uniform
+  const uint32_t e = s.table[kv_entry_index(kv, head, is_v, half, b)];
+  uint8_t* dst = A.x_pages + (uint64_t)expanded_page(A, blockIdx.z, t, b) * kv.page_bytes;
+  if (!kv_entry_is_slot(e)) {  // a raw page, or an empty entry (zeros)
+    copy_page(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, dst, td, lane);
+    return;
   }
+  const uint8_t* src = kv_entry_ptr(kv, e, is_v);
   uint8_t* stg = smem + warp * A.stage_bytes;
-  const uint32_t* table = s.table + kv_entry_index(kv, head, is_v, half, 0);
-  const int64_t page0 = expanded_page(A, blockIdx.z, blockIdx.y, 0);
-  const int32_t stride = gridDim.x * kExpandWarps;
-  for (int32_t b = b_lo + blockIdx.x * kExpandWarps + warp; b < b_hi; b += stride) {  // warp-uniform
-    const uint32_t e = table[b];
-    uint8_t* dst = A.x_pages + (uint64_t)(page0 + b) * kv.page_bytes;
-    if (!kv_entry_is_slot(e)) {  // a raw page, or an empty entry (zeros)
-      copy_page(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, dst, td, lane);
-      continue;
-    }
-    const uint8_t* src = kv_entry_ptr(kv, e, is_v);
-    const uint32_t need = attn::gaac_stage_need(td, A.gs.capacity(is_v));
-    if (A.gs.whole(is_v)) {  // at most 4,160 bytes at td 128 (every escape): 9 chunks a lane
-      copy_chunks<(GAAC_FIXED_BYTES_128 + GAAC_ESC_BYTES_RAW * 2 * GAAC_MAX_TILE_DIM + 16 * 32 - 1) / (16 * 32)>(
-          src, stg, A.gs.staged(is_v) / 16u, lane);
-    } else {
-      for (uint32_t x = lane; x < need; x += 32u) stg[x] = src[x];
-    }
-    __syncwarp();
-    const uint32_t tags = li < nl ? gaac_lane_tags(stg, td, li) : 0u;
-    const GaacTagMasks m = gaac_tag_masks(tags);
-    const uint32_t nx = gaac_popc(m.x), nr = gaac_popc(m.raw);
-    uint32_t xo, n_x, rc = 0, n_raw = 0;
-    attn::segment_prefix(nx, seg, lt, 4, xo, n_x);
-    attn::segment_prefix(nr, seg, lt, 4, rc, n_raw);
-    const bool bad = __any_sync(kFull, m.bad != 0u) || n_x + 4u * n_raw > A.gs.capacity(is_v);
-    if (bad) {  // warp-uniform
-      if (lane == 0) attn::record_corrupt(A.err, kv.layer, head, b);
-      copy_page(nullptr, dst, td, lane);
-    } else if (li < nl) {
-      attn::decode_gaac_lane(stg, td, li, tags, xo, n_x + 4u * rc, b3, b4, reinterpret_cast<uint16_t*>(dst), td);
-    }
-    __syncwarp();  // the staging is read before the next block's copy
+  if (A.gs.whole(is_v)) {  // at most 4,160 bytes at td 128 (every escape): 9 chunks a lane
+    copy_chunks<(GAAC_FIXED_BYTES_128 + GAAC_ESC_BYTES_RAW * 2 * GAAC_MAX_TILE_DIM + 16 * 32 - 1) / (16 * 32)>(
+        src, stg, A.gs.staged(is_v) / 16u, lane);
+  } else {
+    for (uint32_t x = lane; x < attn::gaac_stage_need(td, A.gs.capacity(is_v)); x += 32u) stg[x] = src[x];
+  }
+  const int32_t nl = gaac_lanes(td), li = lane;  // one tile per warp: lanes 0 .. td/4-1 decode
+  GaacU32x2 b3{0u, 0u}, b4{0u, 0u};
+  if (li < nl) attn::gaac_column_bases(kv, static_cast<const GaacKVLayer*>(kv.codec), head, is_v, half, li, b3, b4);
+  __syncwarp();
+  const attn::GaacLaneEscapes x = attn::gaac_lane_escapes<false>(stg, td, li, li < nl, attn::gaac_lanes_of(td, 1, lane).nlp,
+                                                                 0, A.gs.capacity(is_v));
+  if (__any_sync(kFull, x.bad)) {  // warp-uniform
+    if (lane == 0) attn::record_corrupt(A.err, kv.layer, head, b);
+    copy_page(nullptr, dst, td, lane);
+  } else if (li < nl) {
+    attn::decode_gaac_lane(stg, td, li, x.tags, x.xo, x.n_x + 4u * x.rc, b3, b4, reinterpret_cast<uint16_t*>(dst), td);
   }
 }
 
@@ -220,7 +200,7 @@ bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs&
   const int tables_grid = (int)std::min<int64_t>((n_entries + 255) / 256, 4 * info_.multiprocessors);
   launch_kernel(expand_tables_kernel, dim3((unsigned)std::max(tables_grid, 1)), 256, 0, stream_, A);
   const size_t smem = (size_t)kExpandWarps * A.stage_bytes;  // at most 4 x 4,176 bytes (td 128, every escape)
-  const int32_t gx = std::max(1, (nb + kExpandWarps * kBlocksPerWarp - 1) / (kExpandWarps * kBlocksPerWarp));
+  const int32_t gx = std::max(1, (nb + kExpandWarps - 1) / kExpandWarps);
   launch_kernel(expand_pages_kernel, dim3((unsigned)gx, (unsigned)(kv.n_head_kv * 2 * kv.n_half), (unsigned)n_seqs),
                 kExpandThreads, smem, stream_, A);
   GAACRT_CUDA_CHECK(cudaGetLastError());

@@ -71,19 +71,12 @@ __device__ __forceinline__ void load_gaac_bases(const KernelArgs& P, int32_t kvh
                                                 GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
   const KVLayerView& kv = P.kv;
   const GaacKVLayer* st = static_cast<const GaacKVLayer*>(kv.codec);
-  const int32_t td = kv.tile_dim;
 #pragma unroll
   for (int rd = 0; rd < TileGeom<kD>::kRounds; ++rd) {
     const int ti = rd * GL.nsub + GL.sub;
     const int32_t is_v = ti >= kv.n_half, half = is_v ? ti - kv.n_half : ti;
-    // Before calibration a GAAC cache has no slots and no bases (null pointers): nothing to load.
-    if (rd < GL.rounds && ti < 2 * kv.n_half && GL.li < GL.nl && P.half_bytes != 0 &&
-        st->bases[is_v][0] != nullptr && st->bases[is_v][1] != nullptr) {
-      const int64_t off =
-          (int64_t)kvh * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (GL.li % gaac_group_cols(td));
-      b3[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
-      b4[rd] = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
-    }
+    if (rd < GL.rounds && ti < 2 * kv.n_half && GL.li < GL.nl && P.half_bytes != 0)
+      gaac_column_bases(kv, st, kvh, is_v, half, GL.li, b3[rd], b4[rd]);
   }
 }
 

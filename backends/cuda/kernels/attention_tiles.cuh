@@ -291,6 +291,49 @@ __device__ __forceinline__ void segment_prefix(uint32_t c, uint32_t seg, uint32_
   }
 }
 
+// Lane li's bases (8 b3 and 8 b4 bytes) for its group column of tile column (kvh, is_v, half) of
+// the layer whose GAAC state (kv.codec) is st; false, nothing loaded, where the layer has none
+// (before calibration a GAAC cache has no slots and no bases: null pointers).
+__device__ __forceinline__ bool gaac_column_bases(const KVLayerView& kv, const GaacKVLayer* st, int32_t kvh,
+                                                  int32_t is_v, int32_t half, int li, GaacU32x2& b3, GaacU32x2& b4) {
+  if (st->bases[is_v][0] == nullptr || st->bases[is_v][1] == nullptr) return false;
+  const int32_t td = kv.tile_dim;
+  const int64_t off = (int64_t)kvh * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (li % gaac_group_cols(td));
+  b3 = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
+  b4 = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
+  return true;
+}
+
+// A staged slot's tags for this lane (`slot`: the lane decodes one; else no tags) and where its X
+// bytes (xo) and R records (n_x + 4 rc: after the tile's n_x X bytes, rc records of 4 bytes before
+// this lane's) start in the escape area, counted over the lanes of its tile: sub-warp `sub` of nlp
+// lanes (a power of two; kWholeWarp: the whole warp, known at compile time: no masking of the
+// ballots); bad: a reserved tag in the tile, or escapes beyond the capacity (only where `slot`). A lane mostly has 0-3 X bytes (about a tenth of the groups are 4-bit) and at most
+// one R record (raw groups are ~0.2%; a tile has one in about half the tiles): the high bits'
+// ballots run only when some lane of the warp needs them.
+struct GaacLaneEscapes {
+  uint32_t tags, xo, n_x, rc;
+  bool bad;
+};
+template <bool kWholeWarp>
+__device__ __forceinline__ GaacLaneEscapes gaac_lane_escapes(const uint8_t* stg, int32_t td, int li, bool slot,
+                                                             int nlp, int sub, uint32_t capacity) {
+  GaacLaneEscapes r;
+  r.tags = slot ? gaac_lane_tags(stg, td, li) : 0u;
+  const GaacTagMasks m = gaac_tag_masks(r.tags);
+  const uint32_t seg = kWholeWarp ? kFull : (nlp == 32 ? kFull : ((1u << nlp) - 1u)) << (sub * nlp);
+  const bool seg_bad = kWholeWarp ? __any_sync(kFull, m.bad != 0) : (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
+  // X bytes and R records before each lane of the segment, and the segment's totals, by one
+  // ballot per bit of the lane counts (0..8) — independent votes, not a shuffle chain.
+  const uint32_t nx = __popc(m.x), nr = __popc(m.raw), lt = seg & lanemask_lt();
+  uint32_t n_raw = 0;
+  r.rc = 0;
+  segment_prefix(nx, seg, lt, __any_sync(kFull, nx > 3u) ? 4 : 2, r.xo, r.n_x);
+  if (__any_sync(kFull, nr != 0u)) segment_prefix(nr, seg, lt, __any_sync(kFull, nr > 1u) ? 4 : 1, r.rc, n_raw);
+  r.bad = slot && (seg_bad || r.n_x + 4u * n_raw > capacity);
+  return r;
+}
+
 // Per-lane decode assignment, fixed for the kernel: sub-warp `sub` of nlp (a power of two >= the
 // td/4 decoders) lanes, lane li in it; round rd decodes tile rd * nsub + sub (K halves, then V).
 struct GaacLanes {
@@ -331,27 +374,14 @@ __device__ __forceinline__ bool decode_gaac_block(const KVLayerView& kv, const G
     const uint32_t e = active ? ents[ti] : KV_ENTRY_EMPTY;
     const bool slot = active && kv_entry_is_slot(e);
     const uint8_t* stg = (is_v ? stage_v : stage_k) + half * half_bytes;
-    const uint32_t tags = slot ? gaac_lane_tags(stg, td, L.li) : 0u;
-    const GaacTagMasks m = gaac_tag_masks(tags);
-    // A tile of more than 64 columns (kD >= 128: attention.cu) has more than 16 decoders: the
-    // segment is the whole warp, known at compile time (no masking of the ballots).
-    const uint32_t seg = kD >= 128 ? kFull : (L.nlp == 32 ? kFull : ((1u << L.nlp) - 1u)) << (L.sub * L.nlp);
-    const bool seg_bad = kD >= 128 ? __any_sync(kFull, m.bad != 0) : (__ballot_sync(kFull, m.bad != 0) & seg) != 0;
-    // X bytes and R records before each lane of the segment, and the segment's totals, by one
-    // ballot per bit of the lane counts (0..8) — independent votes, not a shuffle chain. A lane
-    // mostly has 0-3 X bytes (about a tenth of the groups are 4-bit) and at most one R record (raw
-    // groups are ~0.2%; a tile has one in about half the tiles): the high bits' ballots run only
-    // when some lane of the warp needs them.
-    const uint32_t nx = __popc(m.x), nr = __popc(m.raw), lt = seg & lanemask_lt();
-    uint32_t xo, n_x, rc = 0, n_raw = 0;
-    segment_prefix(nx, seg, lt, __any_sync(kFull, nx > 3u) ? 4 : 2, xo, n_x);
-    if (__any_sync(kFull, nr != 0u)) segment_prefix(nr, seg, lt, __any_sync(kFull, nr > 1u) ? 4 : 1, rc, n_raw);
-    const bool bad = slot && (seg_bad || n_x + 4u * n_raw > gs.capacity(is_v));
-    if (__any_sync(kFull, bad)) ok = false;
+    // (A tile of more than 64 columns, kD >= 128 in attention.cu, has more than 16 decoders: the
+    // whole warp.)
+    const GaacLaneEscapes x = gaac_lane_escapes<kD >= 128>(stg, td, L.li, slot, L.nlp, L.sub, gs.capacity(is_v));
+    if (__any_sync(kFull, x.bad)) ok = false;
     uint16_t* dst = is_v ? vt : kt;
-    if (slot && !bad) {
+    if (slot && !x.bad) {
       const GaacU32x2 w3 = b3[rd], w4 = b4[rd];
-      decode_gaac_lane(stg, td, L.li, tags, xo, n_x + 4u * rc, w3, w4, dst + half * td, kRow);
+      decode_gaac_lane(stg, td, L.li, x.tags, x.xo, x.n_x + 4u * x.rc, w3, w4, dst + half * td, kRow);
     } else if (active && !slot) {  // raw page (newest block, or a tile that did not fit) or empty
       copy_page_sync<kD>(e == KV_ENTRY_EMPTY ? nullptr : kv.arena + (uint64_t)e * kv.page_bytes, td, half * td,
                          dst, L.li, L.nl);

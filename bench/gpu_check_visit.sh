@@ -85,7 +85,7 @@ if has tests; then
     tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
     tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has expand; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has expand || has sass; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then

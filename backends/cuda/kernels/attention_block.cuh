@@ -138,11 +138,14 @@ __device__ __forceinline__ float softmax_weights(float (&sc)[4 * kN], int32_t b,
   // with a sliding window, the oldest): no per-key mask.
   const bool all_visible = b0 >= lo && b0 + kN * KV_BLOCK_TOKENS - 1 <= pos;
   float bmax = -INFINITY;
+  // One branch for all the scores: a test per score cut the step into a basic block per score
+  // (16 in a two-block step of the wide prefill), which the compiler could not schedule across.
+  if (a.softcap > 0.f) {
 #pragma unroll
-  for (int j = 0; j < 4 * kN; ++j) {
-    float x = sc[j] * a.scale;
-    if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
-    sc[j] = x * kLog2e;
+    for (int j = 0; j < 4 * kN; ++j) sc[j] = a.softcap * tanhf(sc[j] * a.scale / a.softcap) * kLog2e;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4 * kN; ++j) sc[j] = sc[j] * a.scale * kLog2e;
   }
   if (!all_visible) {
 #pragma unroll

@@ -316,18 +316,9 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           if constexpr (kStep > 1) {
             if (n == kStep && b + kStep > b0 && b < b1) {
               if constexpr (kPipe) {
-                if (!held) {  // the warp's first step: its scores, held
-                  wide_scores<kD, kStep, kP>(kt, frag, sh);
-                  vh[0] = vt[0];
-                  vh[1] = vt[1];
-                  bh = b;
-                  held = true;
-                  return;
-                }
-                // One straight path: this step's q·k, then the held step's softmax and p·v.
                 float sn[kStep][kP][2][4];
                 wide_scores<kD, kStep, kP>(kt, frag, sn);
-                wide_block_rest<kD, kStep, kP>(sh, vh, bh, rw, o, m, l, P.a);
+                finish_held();
 #pragma unroll
                 for (int i = 0; i < kStep; ++i) {
                   vh[i] = vt[i];
@@ -339,6 +330,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
                       for (int c = 0; c < 4; ++c) sh[i][p][x][c] = sn[i][p][x][c];
                 }
                 bh = b;
+                held = true;
               } else {
                 float s2[kStep][kP][2][4];
                 wide_scores<kD, kStep, kP>(kt, frag, s2);

@@ -193,11 +193,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   const bool wide_pairs = wide && !(pw && pw[0] == '1') && kD == 128 && blocks == 3 &&
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
   // GAACRT_CUDA_PREFILL_WIDE=4: BF16's two-block steps pipelined (attention_prefill_pipe_bf16.cu:
-  // the same bits; a GAAC launch keeps the kernel above, which gives them too), its ring one step
-  // longer and the queries in shared memory behind it (~102 KiB a thread block, two per SM).
-  const size_t pipe_smem = std::max(smem, (size_t)attn::wide_qs_offset(kD, false, blocks, kv_bytes, 2, 1) +
-                                              attn::kWarps * attn::wide_qs_warp_bytes(kD, 2));
-  const bool wide_pipe = wide_pairs && !gaac && pw && pw[0] == '4' && pipe_smem <= (size_t)max_dynamic_smem(device_);
+  // the same bits; a GAAC launch keeps the kernel above, which gives them too).
+  const bool wide_pipe = wide_pairs && !gaac && pw && pw[0] == '4' &&
+                         attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2, 1) <= (size_t)attn::kWarps * warp_bytes;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
                                                          wide ? attn::kWideRows : attn::kRowsPerGroup),
@@ -209,7 +207,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (wide_pipe)
-    attn::launch_attention_prefill_pipe_bf16(P, grid, pipe_smem, stream_, device_);
+    attn::launch_attention_prefill_pipe_bf16(P, grid, smem, stream_, device_);
   else if (wide_pairs)
     (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(P, grid, smem, stream_,
                                                                                             device_);

@@ -52,52 +52,12 @@ __device__ __forceinline__ void wide_query_step(const KernelArgs& P, const TileR
     }
 }
 
-// All k-steps' fragments (qa[kk]), held for a whole stream of blocks in registers (kP x 32 of them).
+// All k-steps' fragments (qa[kk]), held for a whole stream of blocks.
 template <int kD, int kP>
 __device__ __forceinline__ void wide_query(const KernelArgs& P, const TileRow (&rw)[2],
                                            uint32_t (&qa)[kD / 16][kP][4]) {
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) wide_query_step<kD, kP>(P, rw, kk, qa[kk]);
-}
-
-// Or held in shared memory (the pipelined kernel, prefill_wide's kPipe: the registers go to the
-// held step's scores): a warp's [kP][16 rows][kD + 8] bf16 behind the ring (the row padding keeps
-// ldmatrix conflict-free), each k-step's fragments read back by one ldmatrix per part.
-__host__ __device__ constexpr uint32_t wide_qs_warp_bytes(int kD, int kP) {
-  return (uint32_t)kP * kWideRowsPerWarp * (kD + 8) * 2;
-}
-// Where the warps' queries start: behind the ring, 16-byte aligned (attention.cu sizes the launch
-// to wide_qs_offset + kWarps * wide_qs_warp_bytes).
-__host__ __device__ constexpr uint32_t wide_qs_offset(int kD, bool gaac, int blocks, uint32_t kv_bytes, int step,
-                                                      int hold) {
-  return (shared_ring_bytes(kD, gaac, blocks, kv_bytes, step, hold) + 15u) & ~15u;
-}
-template <int kD, int kP>
-__device__ __forceinline__ void wide_query_to_shared(const KernelArgs& P, const TileRow (&rw)[2], uint16_t* qs) {
-  constexpr int kRow = kD + 8;
-  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    uint32_t f[kP][4];
-    wide_query_step<kD, kP>(P, rw, kk, f);
-#pragma unroll
-    for (int p = 0; p < kP; ++p)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)  // word j: row g + 8 (j & 1), channels 16 kk + 2t + 8 (j >> 1)
-        *reinterpret_cast<uint32_t*>(qs + (p * kWideRowsPerWarp + g + 8 * (j & 1)) * kRow + 16 * kk + 2 * tig +
-                                     8 * (j >> 1)) = f[p][j];
-  }
-  __syncwarp();
-}
-// k-step kk's fragments from the warp's shared queries: ldmatrix's four matrices are rows 0-7 /
-// 8-15 at channels 16 kk / 16 kk + 8, the A operand's four words.
-template <int kD, int kP>
-__device__ __forceinline__ void wide_query_from_shared(const uint16_t* qs, int kk, uint32_t (&f)[kP][4]) {
-  constexpr int kRow = kD + 8;
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int p = 0; p < kP; ++p)
-    ldmatrix_x4(f[p], qs + (p * kWideRowsPerWarp + (lane & 15)) * kRow + 16 * kk + 8 * (lane >> 4));
 }
 
 // q·k of kN blocks of 16 keys (kt[i]: block i's BF16 rows) for the warp's 16 rows. The tensor
@@ -209,6 +169,13 @@ __device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float 
   }
 }
 
+// The scores' accumulators of kN blocks (wide_scores) for the warp's 16 rows, its queries held.
+template <int kD, int kN, int kP>
+__device__ __forceinline__ void wide_held_scores(const uint16_t* const (&kt)[kN], const uint32_t (&qa)[kD / 16][kP][4],
+                                                 float (&s)[kN][kP][2][4]) {
+  wide_scores<kD, kN, kP>(kt, [&](int kk, uint32_t(&)[kP][4]) -> const uint32_t(&)[kP][4] { return qa[kk]; }, s);
+}
+
 // Online softmax and weighted values of kN blocks b .. b + kN - 1 (16 keys each; rows that see
 // none of a block's keys mask them) for the warp's 16 rows, from their scores' accumulators s.
 template <int kD, int kN, int kP>
@@ -224,6 +191,17 @@ __device__ __forceinline__ void wide_block_rest(const float (&s)[kN][kP][2][4], 
   }
   wide_rescale<kD>(o, corr);
   wide_pv<kD, kN, kP>(vt, w, o);
+}
+
+// Scores, online softmax and weighted values of kN blocks b .. b + kN - 1 for the warp's 16 rows.
+template <int kD, int kN, int kP>
+__device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN], const uint16_t* const (&vt)[kN],
+                                                int32_t b, const TileRow (&rw)[2],
+                                                const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
+                                                float (&m)[2], float (&l)[2], const AttentionArgs& a) {
+  float s[kN][kP][2][4];
+  wide_held_scores<kD, kN, kP>(kt, qa, s);
+  wide_block_rest<kD, kN, kP>(s, vt, b, rw, o, m, l, a);
 }
 
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
@@ -269,10 +247,6 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
                                              const GaacU32x2 (&b4)[TileGeom<kD>::kRounds]) {
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
   const int32_t G = P.a.n_head / P.kv.n_head_kv, W = P.a.sliding_window;
-  constexpr int kHold = kPipe ? 1 : 0;
-  static_assert(!kPipe || (!kGaac && kStep == 2), "pipelined steps: BF16, two blocks a step");
-  uint16_t* qs = reinterpret_cast<uint16_t*>(  // kPipe: this warp's queries in shared memory
-      smem + wide_qs_offset(kD, kGaac, kB, TileGeom<kD>::kTileBytes, kStep, kHold) + warp * wide_qs_warp_bytes(kD, kP));
   for (int32_t rg = split; rg * kWideRows < n_rows; rg += gridDim.x) {
     const int32_t g0 = rg * kWideRows, r0 = g0 + kWideRowsPerWarp * warp;
     int32_t B0, B1, b0 = 0, b1 = 0;  // the group's blocks, and this warp's (none past the rows)
@@ -280,15 +254,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows, r0 + kWideRowsPerWarp) - 1, b0, b1);
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
-    uint32_t qa[kPipe ? 1 : kD / 16][kP][4];  // (kPipe: in shared memory, qs)
-    auto frag = [&](int kk, uint32_t(&f)[kP][4]) -> const uint32_t(&)[kP][4] {  // k-step kk's query fragments
-      if constexpr (kPipe) {
-        wide_query_from_shared<kD, kP>(qs, kk, f);
-        return f;
-      } else {
-        return qa[kk];
-      }
-    };
+    uint32_t qa[kD / 16][kP][4];
     // kPipe: the step whose softmax and p·v are still to come (its scores, values and first block).
     float sh[kStep][kP][2][4];
     const uint16_t* vh[kStep] = {};
@@ -300,7 +266,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
         held = false;
       }
     };
-    shared_stream<kD, kGaac, kB, kStep, kHold>(
+    shared_stream<kD, kGaac, kB, kStep, kPipe ? 1 : 0>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
 #pragma unroll
@@ -309,15 +275,14 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
             for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
           m[0] = m[1] = -INFINITY;
           l[0] = l[1] = 0.f;
-          if constexpr (kPipe) wide_query_to_shared<kD, kP>(P, rw, qs);
-          else wide_query<kD, kP>(P, rw, qa);
+          wide_query<kD, kP>(P, rw, qa);
         },
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
           if constexpr (kStep > 1) {
             if (n == kStep && b + kStep > b0 && b < b1) {
               if constexpr (kPipe) {
                 float sn[kStep][kP][2][4];
-                wide_scores<kD, kStep, kP>(kt, frag, sn);
+                wide_held_scores<kD, kStep, kP>(kt, qa, sn);
                 finish_held();
 #pragma unroll
                 for (int i = 0; i < kStep; ++i) {
@@ -332,9 +297,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
                 bh = b;
                 held = true;
               } else {
-                float s2[kStep][kP][2][4];
-                wide_scores<kD, kStep, kP>(kt, frag, s2);
-                wide_block_rest<kD, kStep, kP>(s2, vt, b, rw, o, m, l, P.a);
+                wide_block_math<kD, kStep, kP>(kt, vt, b, rw, qa, o, m, l, P.a);
               }
               return;
             }
@@ -345,11 +308,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           }
           const uint16_t* const k1[1] = {kt[0]};  // a step of one block
           const uint16_t* const v1[1] = {vt[0]};
-          if (b >= b0 && b < b1) {
-            float s1[1][kP][2][4];
-            wide_scores<kD, 1, kP>(k1, frag, s1);
-            wide_block_rest<kD, 1, kP>(s1, v1, b, rw, o, m, l, P.a);
-          }
+          if (b >= b0 && b < b1) wide_block_math<kD, 1, kP>(k1, v1, b, rw, qa, o, m, l, P.a);
         },
         false);  // BF16 pages by cp.async (shared_stream)
     finish_held();  // the stream's last step (its stages stay until the next row group's barrier)

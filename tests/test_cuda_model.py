@@ -364,16 +364,10 @@ def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path,
     in_kernel, _ = run("gaac")
     monkeypatch.delenv("GAACRT_CUDA_GAAC_EXPAND")
     one, _ = run("bf16", "1")
-    # The pipelined two-block steps (GAACRT_CUDA_PREFILL_WIDE=4: BF16's kernel, and GAAC's expanded
-    # chunks on it) give the same bits again.
-    pipe, _ = run("bf16", "4")
-    gaac_pipe, _ = run("gaac", "4")
     assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
     assert np.isfinite(bf16).all()
     assert np.array_equal(gaac.view(np.uint32), bf16.view(np.uint32))
     assert np.array_equal(in_kernel.view(np.uint32), bf16.view(np.uint32))
-    assert np.array_equal(pipe.view(np.uint32), bf16.view(np.uint32))
-    assert np.array_equal(gaac_pipe.view(np.uint32), bf16.view(np.uint32))
     assert rel(bf16, one) < 2e-3
     assert not np.array_equal(bf16.view(np.uint32), one.view(np.uint32))
 

@@ -193,25 +193,6 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
         assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
 
 
-@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,d,window,cap", WIDE_CASES)
-def test_cuda_prefill_pipelined_two_block_steps_give_the_same_bits(cuda, n_ctx, n_q, n_head, n_kv, d, window, cap,
-                                                                    monkeypatch):
-    # GAACRT_CUDA_PREFILL_WIDE=4 (attention_prefill_pipe_bf16.cu): each two-block step's q·k issued
-    # before the step before's softmax and p·v, that step's values held in the ring one step
-    # longer. The same operations per step, so the default's bits: odd streams (the one-block last
-    # step drains the held one), windows that start inside a step, warps whose blocks end before
-    # the group's, padded heads, softcap. (Below head size 128 both are the one-block steps.)
-    rng = np.random.default_rng(n_ctx * 5 + n_q + d)
-    k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, d)
-    run = lambda: _core.op_attention(cuda, k, v, q, 1 / np.sqrt(d), sliding_window=window, softcap=cap)  # noqa: E731
-    monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
-    default = run()
-    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WIDE", "4")
-    pipe = run()
-    assert np.isfinite(pipe).all()
-    assert np.array_equal(pipe.view(np.uint32), default.view(np.uint32))
-
-
 @pytest.mark.parametrize("d", [32, 64])
 def test_cuda_prefill_attention_below_head_128_keeps_one_block_steps(cuda, monkeypatch, d):
     # The two-block kernels are built for head size 128 only: below it the default is the

@@ -192,10 +192,6 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // +0.7% (twelfth).
   const bool wide_pairs = wide && !(pw && pw[0] == '1') && kD == 128 && blocks == 3 &&
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
-  // GAACRT_CUDA_PREFILL_WIDE=4: BF16's two-block steps pipelined (attention_prefill_pipe_bf16.cu:
-  // the same bits; a GAAC launch keeps the kernel above, which gives them too).
-  const bool wide_pipe = wide_pairs && !gaac && pw && pw[0] == '4' &&
-                         attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2, 1) <= (size_t)attn::kWarps * warp_bytes;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
                                                          wide ? attn::kWideRows : attn::kRowsPerGroup),
@@ -206,8 +202,6 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                            timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
-  else if (wide_pipe)
-    attn::launch_attention_prefill_pipe_bf16(P, grid, smem, stream_, device_);
   else if (wide_pairs)
     (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(P, grid, smem, stream_,
                                                                                             device_);

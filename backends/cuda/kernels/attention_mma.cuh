@@ -240,9 +240,7 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // 16 (run_rows_shared); 2: row groups of 64 in steps of two blocks with two bf16 parts of the
 // queries and weights (attention_prefill_pairs_*.cu, head size 128 in the three-block build; a
 // kernel of its own, so that the one-block kernels keep their registers; it too holds two thread
-// blocks per SM: built for three, 168 registers, its loop spilled ~150 instructions a step); 4:
-// the same for BF16 with each step's q·k issued before the step before's softmax and p·v
-// (prefill_wide's kPipe; attention_prefill_pipe_bf16.cu);
+// blocks per SM: built for three, 168 registers, its loop spilled ~150 instructions a step);
 // without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
@@ -299,11 +297,6 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
         static_assert(kD == 128 && kB == 3, "two-block steps: head size 128, three-block build");
         zero_shared_padding<kD, kGaac, kB, 2>(smem, kv_bytes, d);
         prefill_wide<kD, kGaac, kB, 2, 2>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
-        return;
-      } else if constexpr (kShared == 4) {  // the same, pipelined (attention_prefill_pipe_bf16.cu)
-        static_assert(kD == 128 && kB == 3 && !kGaac, "pipelined two-block steps: BF16, head size 128");
-        zero_shared_padding<kD, kGaac, kB, 2, 1>(smem, kv_bytes, d);
-        prefill_wide<kD, kGaac, kB, 2, 2, true>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
         return;
       } else {
         zero_shared_padding<kD, kGaac, kB>(smem, kv_bytes, d);
@@ -419,8 +412,5 @@ void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_
 // attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
 void launch_attention_prefill_pairs_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 void launch_attention_prefill_pairs_gaac(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
-// kShared = 4, BF16 only (a GAAC launch takes the kShared = 2 kernel: the same bits), in
-// attention_prefill_pipe_bf16.cu.
-void launch_attention_prefill_pipe_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 
 }  // namespace gaacrt::cuda::attn

@@ -51,28 +51,26 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // the refills issued after A and the next decode after A never overwrite what a warp still reads
 // (a third barrier there was redundant; the emulation's mutation of it, the eighth session,
 // changed no test).
-// Stages: a step's blocks in use and two steps' in flight for kStep = 2 (six), and one step more
-// when the math holds a step's values past its call (hold: prefill_wide's pipelined steps, eight);
-// for one-block steps twice a decode warp's stage_count (four at head size 128 in the three-block
-// build).
-__host__ __device__ constexpr int shared_stage_count(int kD, int blocks, int step = 1, int hold = 0) {
-  return step == 1 ? 2 * stage_count(kD, blocks) : (3 + hold) * step;
+// Stages: a step's blocks in use and two steps' in flight for kStep = 2 (six); for one-block
+// steps twice a decode warp's stage_count (four at head size 128 in the three-block build).
+__host__ __device__ constexpr int shared_stage_count(int kD, int blocks, int step = 1) {
+  return step == 1 ? 2 * stage_count(kD, blocks) : 3 * step;
 }
 // Shared bytes of the ring: stages, GAAC's decoded K and V tiles (a pair per block of a step), the
 // stages' barriers and entries.
 __host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes,
-                                                         int step = 1, int hold = 0) {
-  const uint32_t stages = shared_stage_count(kD, blocks, step, hold), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
+                                                         int step = 1) {
+  const uint32_t stages = shared_stage_count(kD, blocks, step), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
   return stages * 2 * kv_bytes + (gaac ? 2 * step * tile : 0) + stages * 8 +
          stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
 }
 
 // Zeroes columns d .. kD-1 of the ring's BF16 tiles (the stages, or GAAC's decoded tiles) once:
 // the loaders never write them (padded heads, d = 48 runs as kD = 64).
-template <int kD, bool kGaac, int kB, int kStep = 1, int kHold = 0>
+template <int kD, bool kGaac, int kB, int kStep = 1>
 __device__ __forceinline__ void zero_shared_padding(uint8_t* base, uint32_t kv_bytes, int32_t d) {
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes;
-  constexpr int kSS = shared_stage_count(kD, kB, kStep, kHold);
+  constexpr int kSS = shared_stage_count(kD, kB, kStep);
   if (d >= kD) return;
   uint8_t* t0 = kGaac ? base + kSS * 2 * kv_bytes : base;
   const int n_tiles = kGaac ? 2 * kStep : 2 * kSS;  // BF16: a stage's K and V are tiles (kv_bytes = kTileBytes)
@@ -130,21 +128,16 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // waiting for its own before A, the newest block's rows past the last token zero-filled by the
 // copies (against warp 0 alone: pp512 after 32K 2,718 against 2,257 tok/s on the H100). Padded
 // heads' BF16 pages and GAAC's slots (a slot is one contiguous copy): warp 0.
-// kHold = 1: math may still read a step's values during its next call (prefill_wide's pipelined
-// steps): the ring keeps one step more before refilling its stages (BF16 only: GAAC's decoded
-// tiles are a step's alone).
-template <int kD, bool kGaac, int kB, int kStep, int kHold = 0, class Start, class Math>
+template <int kD, bool kGaac, int kB, int kStep, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
                                               const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                               const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], Start&& start,
                                               Math&& math, bool bf16_bulk = true) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB, kStep, kHold);
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB, kStep);
   constexpr int kT = TileGeom<kD>::kTiles, kR = TileGeom<kD>::kRounds;
-  // Blocks issued before the first step; block it + kAhead is issued at block it's turn (into the
-  // stages of the step kHold + 1 steps before, which A frees).
-  constexpr int kAhead = kSS - (1 + kHold) * kStep;
-  static_assert(kHold == 0 || (!kGaac && kStep > 1), "held steps: the BF16 two-block steps");
+  // Blocks issued before the first step; block it + kAhead is issued at block it's turn.
+  constexpr int kAhead = kSS - kStep;
   static_assert(kR <= kWarps, "a warp per decode round");
   static_assert(kStep == 1 || kStep * kR <= kWarps, "a step's decode rounds on different warps");
   const KVLayerView& kv = P.kv;
@@ -200,9 +193,9 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     const bool last = n_last < KV_BLOCK_TOKENS;  // block-uniform
     if (issuer) {
       // kAhead groups were committed before the loop and kStep per earlier step: all but the
-      // newest kAhead - kStep hold this step's blocks and the ones before them (a group past the
+      // newest kSS - 2 kStep hold this step's blocks and the ones before them (a group past the
       // stream's end is empty).
-      cp_async_wait<kAhead - kStep>();  // this lane's copies of the step's blocks have landed
+      cp_async_wait<kSS - 2 * kStep>();  // this lane's copies of the step's blocks have landed
 #pragma unroll
       for (int i = 0; i < kStep; ++i)  // ... and all bulk copies
         if (bulk && warp == 0 && i < n) mbar_wait(bars + (it + i) % kSS, (uint32_t)((it + i) / kSS) & 1u);

@@ -169,19 +169,15 @@ __device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float 
   }
 }
 
-// The scores' accumulators of kN blocks (wide_scores) for the warp's 16 rows, its queries held.
+// Scores, online softmax and weighted values of kN blocks b .. b + kN - 1 (16 keys each; rows
+// that see none of a block's keys mask them) for the warp's 16 rows.
 template <int kD, int kN, int kP>
-__device__ __forceinline__ void wide_held_scores(const uint16_t* const (&kt)[kN], const uint32_t (&qa)[kD / 16][kP][4],
-                                                 float (&s)[kN][kP][2][4]) {
-  wide_scores<kD, kN, kP>(kt, [&](int kk, uint32_t(&)[kP][4]) -> const uint32_t(&)[kP][4] { return qa[kk]; }, s);
-}
-
-// Online softmax and weighted values of kN blocks b .. b + kN - 1 (16 keys each; rows that see
-// none of a block's keys mask them) for the warp's 16 rows, from their scores' accumulators s.
-template <int kD, int kN, int kP>
-__device__ __forceinline__ void wide_block_rest(const float (&s)[kN][kP][2][4], const uint16_t* const (&vt)[kN],
-                                                int32_t b, const TileRow (&rw)[2], float (&o)[kD / 8][4],
+__device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN], const uint16_t* const (&vt)[kN],
+                                                int32_t b, const TileRow (&rw)[2],
+                                                const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
                                                 float (&m)[2], float (&l)[2], const AttentionArgs& a) {
+  float s[kN][kP][2][4];
+  wide_scores<kD, kN, kP>(kt, [&](int kk, uint32_t(&)[kP][4]) -> const uint32_t(&)[kP][4] { return qa[kk]; }, s);
   float w[2][4 * kN], corr[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -191,17 +187,6 @@ __device__ __forceinline__ void wide_block_rest(const float (&s)[kN][kP][2][4], 
   }
   wide_rescale<kD>(o, corr);
   wide_pv<kD, kN, kP>(vt, w, o);
-}
-
-// Scores, online softmax and weighted values of kN blocks b .. b + kN - 1 for the warp's 16 rows.
-template <int kD, int kN, int kP>
-__device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN], const uint16_t* const (&vt)[kN],
-                                                int32_t b, const TileRow (&rw)[2],
-                                                const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
-                                                float (&m)[2], float (&l)[2], const AttentionArgs& a) {
-  float s[kN][kP][2][4];
-  wide_held_scores<kD, kN, kP>(kt, qa, s);
-  wide_block_rest<kD, kN, kP>(s, vt, b, rw, o, m, l, a);
 }
 
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
@@ -235,12 +220,7 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
 // A step that reaches past this warp's blocks masks the keys its rows cannot see (weight 0 on the
 // group's staged rows, real cache rows, or zeros past the newest token); a stream of an odd length
 // ends with a one-block step.
-// kPipe (BF16, two-block steps): a step's q·k is issued before the softmax and p·v of the step
-// before, whose scores and values the warp holds across the call (the ring keeps that step's
-// stages: shared_stream's kHold), so each warp has tensor work in flight while its softmax waits
-// on shuffles and exponentials. The same operations on the same values in the same order per
-// step: the same bits as without.
-template <int kD, bool kGaac, int kB, int kStep, int kP = 3, bool kPipe = false>
+template <int kD, bool kGaac, int kB, int kStep, int kP = 3>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -255,18 +235,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
     uint32_t qa[kD / 16][kP][4];
-    // kPipe: the step whose softmax and p·v are still to come (its scores, values and first block).
-    float sh[kStep][kP][2][4];
-    const uint16_t* vh[kStep] = {};
-    int32_t bh = 0;
-    bool held = false;
-    auto finish_held = [&] {
-      if constexpr (kPipe) {
-        if (held) wide_block_rest<kD, kStep, kP>(sh, vh, bh, rw, o, m, l, P.a);
-        held = false;
-      }
-    };
-    shared_stream<kD, kGaac, kB, kStep, kPipe ? 1 : 0>(
+    shared_stream<kD, kGaac, kB, kStep>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
 #pragma unroll
@@ -279,39 +248,16 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
         },
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
           if constexpr (kStep > 1) {
-            if (n == kStep && b + kStep > b0 && b < b1) {
-              if constexpr (kPipe) {
-                float sn[kStep][kP][2][4];
-                wide_held_scores<kD, kStep, kP>(kt, qa, sn);
-                finish_held();
-#pragma unroll
-                for (int i = 0; i < kStep; ++i) {
-                  vh[i] = vt[i];
-#pragma unroll
-                  for (int p = 0; p < kP; ++p)
-#pragma unroll
-                    for (int x = 0; x < 2; ++x)
-#pragma unroll
-                      for (int c = 0; c < 4; ++c) sh[i][p][x][c] = sn[i][p][x][c];
-                }
-                bh = b;
-                held = true;
-              } else {
-                wide_block_math<kD, kStep, kP>(kt, vt, b, rw, qa, o, m, l, P.a);
-              }
+            if (n == kStep) {
+              if (b + kStep > b0 && b < b1) wide_block_math<kD, kStep, kP>(kt, vt, b, rw, qa, o, m, l, P.a);
               return;
             }
-            // A step this warp's rows do not see, or the one-block last step: the held step first
-            // (its stages are kept until this call returns).
-            finish_held();
-            if (n == kStep) return;
           }
           const uint16_t* const k1[1] = {kt[0]};  // a step of one block
           const uint16_t* const v1[1] = {vt[0]};
           if (b >= b0 && b < b1) wide_block_math<kD, 1, kP>(k1, v1, b, rw, qa, o, m, l, P.a);
         },
         false);  // BF16 pages by cp.async (shared_stream)
-    finish_held();  // the stream's last step (its stages stay until the next row group's barrier)
     wide_write_rows<kD>(P, s, kvh, rw, o, l);
   }
 }

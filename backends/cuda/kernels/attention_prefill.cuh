@@ -29,7 +29,7 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
   } else {
     uint16_t* kt = reinterpret_cast<uint16_t*>(sk);
     uint16_t* vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
-    if (spread && !bulk) issue_bf16_spread<kD>(kv, e, kt, vt, threadIdx.x, kThreads, n_valid);
+    if (spread && !bulk) issue_bf16_spread<kD, kThreads>(kv, e, kt, vt, threadIdx.x, n_valid);
     else if (spread) issue_bf16<kD>(kv, e, kt, vt, lane, bar, threadIdx.x >> 5, kWarps);
     else issue_bf16<kD>(kv, e, kt, vt, lane, bar);
   }

@@ -124,21 +124,29 @@ __device__ __forceinline__ void issue_bf16(const KVLayerView& kv, const uint32_t
   }
 }
 
-// A block's pages of the usual tile (td = kTd) by cp.async, spread over nt threads: thread tid
-// issues chunks tid, tid + nt, ... of each page. Rows at or past n_valid (the newest block's
+// A block's pages of the usual tile (td = kTd) by cp.async, spread over kNT threads: thread tid
+// issues chunks tid, tid + kNT, ... of each page. Rows at or past n_valid (the newest block's
 // rows past the last token, never written) are zero-filled by the copy itself (source size 0),
-// so no pass has to zero them after every thread's copies have landed.
-template <int kD>
+// so no pass has to zero them after every thread's copies have landed. The chunks per thread are
+// a constant (two at head size 128 for a thread block's 128 threads), so the loop unrolls into
+// straight copies from offsets fixed per thread: with a run-time thread count it was a loop with
+// a remainder, ~140 instructions a warp per two-block step of the wide prefill and a quarter of
+// its stall samples at 32K (H200, Nsight Compute, the seventeenth session).
+template <int kD, int kNT>
 __device__ __forceinline__ void issue_bf16_spread(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
-                                                  uint16_t* kt, uint16_t* vt, int tid, int nt, int32_t n_valid) {
+                                                  uint16_t* kt, uint16_t* vt, int tid, int32_t n_valid) {
   constexpr int kT = TileGeom<kD>::kTiles, kRow = TileGeom<kD>::kRow, kTd = TileGeom<kD>::kTd, kPerRow = kTd / 8;
+  constexpr int kChunks = KV_BLOCK_TOKENS * kPerRow, kPer = (kChunks + kNT - 1) / kNT;
 #pragma unroll
   for (int32_t t = 0; t < kT; ++t) {
     const int32_t is_v = t >= TileGeom<kD>::kNHalf, half = is_v ? t - TileGeom<kD>::kNHalf : t;
     const uint32_t e = ent[t];
     uint16_t* dst = (is_v ? vt : kt) + half * kTd;
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes);
-    for (int c = tid; c < KV_BLOCK_TOKENS * kPerRow; c += nt) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int c = tid + kNT * j;
+      if (kChunks % kNT != 0 && c >= kChunks) break;
       const int row = c / kPerRow;  // (a power of two)
       cp_async16(dst + row * kRow + 8 * (c % kPerRow), src + 16 * c, e == KV_ENTRY_EMPTY || row >= n_valid ? 0u : 16u);
     }

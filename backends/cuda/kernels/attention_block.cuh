@@ -139,7 +139,8 @@ __device__ __forceinline__ float softmax_weights(float (&sc)[4 * kN], int32_t b,
   const bool all_visible = b0 >= lo && b0 + kN * KV_BLOCK_TOKENS - 1 <= pos;
   float bmax = -INFINITY;
   // One branch for all the scores: a test per score cut the step into a basic block per score
-  // (16 in a two-block step of the wide prefill), which the compiler could not schedule across.
+  // (16 in a two-block step of the wide prefill), which the compiler could not schedule across
+  // (pp512 after 32K on an H100: 3,483 -> 3,882 tok/s with this alone, the seventeenth session).
   if (a.softcap > 0.f) {
 #pragma unroll
     for (int j = 0; j < 4 * kN; ++j) sc[j] = a.softcap * tanhf(sc[j] * a.scale / a.softcap) * kLog2e;

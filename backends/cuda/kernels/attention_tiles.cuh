@@ -300,16 +300,15 @@ __device__ __forceinline__ void segment_prefix(uint32_t c, uint32_t seg, uint32_
 }
 
 // Lane li's bases (8 b3 and 8 b4 bytes) for its group column of tile column (kvh, is_v, half) of
-// the layer whose GAAC state (kv.codec) is st; false, nothing loaded, where the layer has none
-// (before calibration a GAAC cache has no slots and no bases: null pointers).
-__device__ __forceinline__ bool gaac_column_bases(const KVLayerView& kv, const GaacKVLayer* st, int32_t kvh,
+// the layer whose GAAC state (kv.codec) is st; nothing loaded where the layer has none (before
+// calibration a GAAC cache has no slots and no bases: null pointers).
+__device__ __forceinline__ void gaac_column_bases(const KVLayerView& kv, const GaacKVLayer* st, int32_t kvh,
                                                   int32_t is_v, int32_t half, int li, GaacU32x2& b3, GaacU32x2& b4) {
-  if (st->bases[is_v][0] == nullptr || st->bases[is_v][1] == nullptr) return false;
+  if (st->bases[is_v][0] == nullptr || st->bases[is_v][1] == nullptr) return;
   const int32_t td = kv.tile_dim;
   const int64_t off = (int64_t)kvh * (is_v ? kv.head_dim_v : kv.head_dim_k) + half * td + 8 * (li % gaac_group_cols(td));
   b3 = GaacU32x2{gaac_ld32(st->bases[is_v][0] + off), gaac_ld32(st->bases[is_v][0] + off + 4)};
   b4 = GaacU32x2{gaac_ld32(st->bases[is_v][1] + off), gaac_ld32(st->bases[is_v][1] + off + 4)};
-  return true;
 }
 
 // A staged slot's tags for this lane (`slot`: the lane decodes one; else no tags) and where its X

@@ -36,6 +36,11 @@
 #            --caches bf16 --depths 0 --pp-depths 32768 --n-gen 4 --kv-budget-gib 0" with SASS_SKIP
 #            past the launches that grow the cache (140 caught a short one on an H100, the twelfth
 #            session) and SASS_UNITS the launch's 16-key block steps
+#   wgmma    the prefill attention's two-block steps on the warpgroup mma (sm_90a; attention_wide.cuh
+#            wg_block_math): bench/wgmma_layout_probe.cu (its step tile against the host), the wide
+#            prefill's distance from the CPU (the default now the wgmma steps), then pp512 at depth 0
+#            and after 32K, BF16 and GAAC, for each GAACRT_CUDA_PREFILL_WGMMA of WGMMA_VALUES
+#            (default 1 0 1 0; 0: mma.sync) (not a default stage)
 #   expand   a GAAC cache's prefill through BF16 pages (attention_gaac_expand.cu): pp512 at depth 0
 #            and after 32K, BF16 and GAAC, for each of EXPAND_VALUES (default d 0 d 0; d: unset, the
 #            default; 0: the GAAC kernels decode inside the attention) (not a default stage)
@@ -85,7 +90,7 @@ if has tests; then
     tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
     tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has expand || has sass; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has expand || has sass || has wgmma; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -147,6 +152,18 @@ if has wide; then
   for W in ${WIDE_E8_VALUES-1 0}; do  # (WIDE_E8_VALUES="" skips the E8 runs)
     echo "E8, GAACRT_CUDA_PREFILL_WIDE=$W:"
     GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches e8 --depths 0 \
+      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
+  done
+fi
+if has wgmma; then
+  stage "wgmma: the step tile's layout probe"
+  nvcc -std=c++17 -arch=sm_90a -I backends/cuda -o /tmp/wgmma_probe bench/wgmma_layout_probe.cu 2>&1 | grep -v C7519
+  /tmp/wgmma_probe
+  stage "wgmma: the wide prefill against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WGMMA"
+  timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
+  for X in ${WGMMA_VALUES:-1 0 1 0}; do
+    echo "GAACRT_CUDA_PREFILL_WGMMA=$X:"
+    GAACRT_CUDA_PREFILL_WGMMA=$X timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
       --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
   done
 fi

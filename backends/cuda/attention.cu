@@ -16,6 +16,13 @@
 
 namespace gaacrt::cuda {
 
+#if defined(GAACRT_CUDA_SM90A)
+constexpr bool kHaveWgmma = true;  // sm90a/attention_prefill_wgmma_bf16.cu
+#else
+constexpr bool kHaveWgmma = false;
+bool attn::launch_attention_prefill_wgmma_bf16(const KernelArgs&, dim3, size_t, cudaStream_t, int) { return false; }
+#endif
+
 void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
                             const float* q, float* out) {
   if (n_seqs <= 0) return;
@@ -192,6 +199,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // +0.7% (twelfth).
   const bool wide_pairs = wide && !(pw && pw[0] == '1') && kD == 128 && blocks == 3 &&
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
+  // Hopper (compute capability 9.0, in a build with sm_90a code): those steps on the warpgroup mma
+  // (attention_wide.cuh wg_block_math) for BF16 pages of head size 128; GAACRT_CUDA_PREFILL_WGMMA=0
+  // (read on every call) keeps mma.sync. Its bits are its own, so a BF16 launch takes it only where a
+  // GAAC launch of the same shape would run on it too, through its expanded pages (expansion_plan);
+  // the one case where the two caches' bits can then differ is a GAAC launch whose expansion finds
+  // no device memory (it falls back to the GAAC kernels).
+  const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
+  const bool wgmma = kHaveWgmma && wide_pairs && !gaac && td == 128 && kv.n_half == 1 && info_.cc_major == 9 &&
+                     info_.cc_minor == 0 && !(pg && pg[0] == '0') && expansion_plan(kv, args, n_seqs).bytes > 0;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
                                                          wide ? attn::kWideRows : attn::kRowsPerGroup),
@@ -202,6 +218,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                            timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
+  else if (wgmma)
+    attn::launch_attention_prefill_wgmma_bf16(P, grid, smem, stream_, device_);
   else if (wide_pairs)
     (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(P, grid, smem, stream_,
                                                                                             device_);

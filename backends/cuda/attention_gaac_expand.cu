@@ -162,26 +162,36 @@ __global__ void __launch_bounds__(kExpandThreads) expand_pages_kernel(const Expa
 
 }  // namespace
 
-bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs,
-                                     int32_t n_seqs, const float* q, float* out) {
+ExpansionPlan expansion_plan(const KVLayerView& kv, const AttentionArgs& args, int32_t n_seqs) {
+  ExpansionPlan x;
   const char* e = std::getenv("GAACRT_CUDA_GAAC_EXPAND");
-  if (e && e[0] == '0') return false;
+  if (e && e[0] == '0') return x;
   const int64_t max_rows = (int64_t)std::max(args.max_q, 0) * (args.n_head / kv.n_head_kv);
   const int64_t min_rows = e && e[0] == '1' ? attn::kRowsPerGroup + 1 : kExpandMinRows;
-  if (kv.format != KVFormat::GAAC || max_rows < min_rows || kv.codec == nullptr || n_seqs > 65535 ||
-      args.max_len <= 0 || kv.max_blocks <= 0)
-    return false;
-  const int64_t cols = (int64_t)kv.n_head_kv * 2 * kv.n_half, entries = cols * kv.max_blocks;
-  const int32_t nb = std::min(kv.max_blocks, (args.max_len + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS);
-  const int64_t n_pages = cols * nb * n_seqs, n_entries = entries * n_seqs;
+  if (max_rows < min_rows || n_seqs > 65535 || args.max_len <= 0 || kv.max_blocks <= 0) return x;
+  const int64_t cols = (int64_t)kv.n_head_kv * 2 * kv.n_half;
+  x.entries = cols * kv.max_blocks;
+  x.nb = std::min(kv.max_blocks, (args.max_len + KV_BLOCK_TOKENS - 1) / KV_BLOCK_TOKENS);
+  x.n_pages = cols * x.nb * n_seqs;
+  x.n_entries = x.entries * n_seqs;
   static const uint64_t cap = [] {
     const char* c = std::getenv("GAACRT_CUDA_GAAC_EXPAND_MIB");
     return (uint64_t)(c ? std::max(0, std::atoi(c)) : 1024) << 20;
   }();
-  const uint64_t page_bytes = kv.page_bytes, table_bytes = ((uint64_t)n_entries * 4 + 255) & ~(uint64_t)255,
-                 seq_bytes = ((uint64_t)n_seqs * sizeof(AttnSeq) + 255) & ~(uint64_t)255;
-  const uint64_t bytes = (uint64_t)n_pages * page_bytes + table_bytes + seq_bytes;
-  if (n_pages >= (int64_t)KV_ENTRY_SLOT || bytes > cap) return false;
+  x.table_bytes = ((uint64_t)x.n_entries * 4 + 255) & ~(uint64_t)255;
+  const uint64_t seq_bytes = ((uint64_t)n_seqs * sizeof(AttnSeq) + 255) & ~(uint64_t)255;
+  const uint64_t bytes = (uint64_t)x.n_pages * kv.page_bytes + x.table_bytes + seq_bytes;
+  if (x.n_pages < (int64_t)KV_ENTRY_SLOT && bytes <= cap) x.bytes = bytes;
+  return x;
+}
+
+bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs,
+                                     int32_t n_seqs, const float* q, float* out) {
+  if (kv.format != KVFormat::GAAC || kv.codec == nullptr) return false;
+  const ExpansionPlan x = expansion_plan(kv, args, n_seqs);
+  if (x.bytes == 0) return false;
+  const int64_t n_pages = x.n_pages;
+  const uint64_t page_bytes = kv.page_bytes;
 
   // The slot constants as the GAAC launch takes them (attention.cu); a layer not calibrated yet
   // has no slots (every tile a raw page).
@@ -192,28 +202,28 @@ bool CudaBackend::attention_expanded(const KVLayerView& kv, const AttentionArgs&
     (is_v ? gs.v : gs.k) = attn::gaac_stage_word(kv.tile_dim, kv.slot_bytes[is_v], kv.arena, kv.chunk_bytes);
     stage = std::max(stage, gs.staged(is_v));
   }
-  uint8_t* base = static_cast<uint8_t*>(expand_buffer(bytes));
+  uint8_t* base = static_cast<uint8_t*>(expand_buffer(x.bytes));
   if (base == nullptr) return false;  // no memory for it on this device: the GAAC kernels
-  ExpandArgs A{kv, gs, seqs, reinterpret_cast<AttnSeq*>(base + (uint64_t)n_pages * page_bytes + table_bytes),
-               reinterpret_cast<uint32_t*>(base + (uint64_t)n_pages * page_bytes), base, entries, nb, n_seqs,
+  ExpandArgs A{kv, gs, seqs, reinterpret_cast<AttnSeq*>(base + (uint64_t)n_pages * page_bytes + x.table_bytes),
+               reinterpret_cast<uint32_t*>(base + (uint64_t)n_pages * page_bytes), base, x.entries, x.nb, n_seqs,
                args.sliding_window, stage + 16u, dev_errors_};
-  const int tables_grid = (int)std::min<int64_t>((n_entries + 255) / 256, 4 * info_.multiprocessors);
+  const int tables_grid = (int)std::min<int64_t>((x.n_entries + 255) / 256, 4 * info_.multiprocessors);
   launch_kernel(expand_tables_kernel, dim3((unsigned)std::max(tables_grid, 1)), 256, 0, stream_, A);
   const size_t smem = (size_t)kExpandWarps * A.stage_bytes;  // at most 4 x 4,176 bytes (td 128, every escape)
-  const int32_t gx = std::max(1, (nb + kExpandWarps - 1) / kExpandWarps);
+  const int32_t gx = std::max(1, (x.nb + kExpandWarps - 1) / kExpandWarps);
   launch_kernel(expand_pages_kernel, dim3((unsigned)gx, (unsigned)(kv.n_head_kv * 2 * kv.n_half), (unsigned)n_seqs),
                 kExpandThreads, smem, stream_, A);
   GAACRT_CUDA_CHECK(cudaGetLastError());
 
   // The BF16 view of the pages: the BF16 cache's own launch.
-  KVLayerView x = kv;
-  x.format = KVFormat::BF16;
-  x.arena = base;
-  x.chunk_bytes = KV_CHUNK_PAGES * page_bytes;
-  x.slot_bytes[0] = x.slot_bytes[1] = 0;
-  x.codec = nullptr;
+  KVLayerView bf = kv;
+  bf.format = KVFormat::BF16;
+  bf.arena = base;
+  bf.chunk_bytes = KV_CHUNK_PAGES * page_bytes;
+  bf.slot_bytes[0] = bf.slot_bytes[1] = 0;
+  bf.codec = nullptr;
   PdlOff after_the_pages;
-  attention(x, args, A.x_seqs, n_seqs, q, out);
+  attention(bf, args, A.x_seqs, n_seqs, q, out);
   return true;
 }
 

@@ -18,6 +18,17 @@ struct DeviceErrors {
   int32_t layer, head, block;
 };
 
+// What attention_expanded would decode a GAAC launch of this shape into (attention_gaac_expand.cu):
+// bytes 0 where it does not apply (a step that may be recorded as a graph, too few rows, more
+// than GAACRT_CUDA_GAAC_EXPAND_MIB, GAACRT_CUDA_GAAC_EXPAND=0). attention.cu asks it of BF16
+// launches too: they take the wgmma prefill kernel only where a GAAC launch would run on it.
+struct ExpansionPlan {
+  uint64_t bytes = 0, table_bytes = 0;
+  int64_t n_pages = 0, entries = 0, n_entries = 0;  // entries: one sequence's table entries
+  int32_t nb = 0;                                    // blocks of the longest sequence
+};
+ExpansionPlan expansion_plan(const KVLayerView& kv, const AttentionArgs& args, int32_t n_seqs);
+
 class CudaBackend final : public Backend {
  public:
   // act_bits: the int8 paths' activation precision, 16 (the default) or 8, as on the CPU backend

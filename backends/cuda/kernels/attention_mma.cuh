@@ -240,7 +240,8 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // 16 (run_rows_shared); 2: row groups of 64 in steps of two blocks with two bf16 parts of the
 // queries and weights (attention_prefill_pairs_*.cu, head size 128 in the three-block build; a
 // kernel of its own, so that the one-block kernels keep their registers; it too holds two thread
-// blocks per SM: built for three, 168 registers, its loop spilled ~150 instructions a step);
+// blocks per SM: built for three, 168 registers, its loop spilled ~150 instructions a step); 3:
+// the same steps on the warpgroup mma (BF16, sm_90a only: sm90a/attention_prefill_wgmma_bf16.cu);
 // without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
@@ -293,7 +294,12 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     pdl_begin();
     if constexpr (kShared) {
       const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-      if constexpr (kShared == 2) {  // two-block steps, two parts (attention_prefill_pairs_*.cu)
+      if constexpr (kShared == 3) {  // the same on the warpgroup mma (attention_prefill_wgmma_bf16.cu)
+        static_assert(kD == 128 && kB == 3 && !kGaac, "wgmma steps: BF16, head size 128, three-block build");
+        // (no padding to zero: attention.cu takes this kernel only where d = 128)
+        prefill_wide<kD, kGaac, kB, 2, 2, true>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+        return;
+      } else if constexpr (kShared == 2) {  // two-block steps, two parts (attention_prefill_pairs_*.cu)
         static_assert(kD == 128 && kB == 3, "two-block steps: head size 128, three-block build");
         zero_shared_padding<kD, kGaac, kB, 2>(smem, kv_bytes, d);
         prefill_wide<kD, kGaac, kB, 2, 2>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
@@ -412,5 +418,9 @@ void launch_attention_prefill_gaac(int kD, const KernelArgs& P, dim3 grid, size_
 // attention_prefill_pairs_bf16.cu / attention_prefill_pairs_gaac.cu.
 void launch_attention_prefill_pairs_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 void launch_attention_prefill_pairs_gaac(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+// The kShared = 3 kernel (the kShared = 2 kernel's steps on the warpgroup mma, sm_90a; BF16 pages,
+// head size 128), in sm90a/attention_prefill_wgmma_bf16.cu when the build has sm_90a code
+// (GAACRT_CUDA_SM90A; false otherwise, launching nothing).
+bool launch_attention_prefill_wgmma_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
 
 }  // namespace gaacrt::cuda::attn

@@ -12,8 +12,10 @@ namespace gaacrt::cuda::attn {
 // completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them —
 // or, spread (BF16), this warp's quarter: by bulk copies a quarter of the rows (the barrier takes
 // four arrivals), by cp.async (the usual tile) a quarter of the chunks, zero-filling rows at or
-// past n_valid (issue_bf16_spread).
-template <int kD, bool kGaac>
+// past n_valid (issue_bf16_spread). kWgTile (BF16, head size 128, two-block steps in a ring of an
+// even number of stages): into the wgmma step tile over the step's two stages instead
+// (issue_bf16_step_tile; stage pair slot & ~1, the block's place in its step slot & 1).
+template <int kD, bool kGaac, bool kWgTile = false>
 __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacStaging& gs, uint32_t half_bytes,
                                             const uint32_t (&e)[TileGeom<kD>::kTiles], int slot, uint8_t* stages,
                                             uint32_t kv_bytes, uint32_t* ents, uint64_t* bars, bool bulk, int lane,
@@ -29,7 +31,9 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
   } else {
     uint16_t* kt = reinterpret_cast<uint16_t*>(sk);
     uint16_t* vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
-    if (spread && !bulk) issue_bf16_spread<kD, kThreads>(kv, e, kt, vt, threadIdx.x, n_valid);
+    if constexpr (kWgTile)
+      issue_bf16_step_tile<kD, kThreads>(kv, e, stages + 2 * (slot & ~1) * kv_bytes, slot & 1, threadIdx.x, n_valid);
+    else if (spread && !bulk) issue_bf16_spread<kD, kThreads>(kv, e, kt, vt, threadIdx.x, n_valid);
     else if (spread) issue_bf16<kD>(kv, e, kt, vt, lane, bar, threadIdx.x >> 5, kWarps);
     else issue_bf16<kD>(kv, e, kt, vt, lane, bar);
   }
@@ -127,8 +131,9 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // warp 0 waiting on it; by cp.async (the usual tile) a quarter of each page's chunks, each thread
 // waiting for its own before A, the newest block's rows past the last token zero-filled by the
 // copies (against warp 0 alone: pp512 after 32K 2,718 against 2,257 tok/s on the H100). Padded
-// heads' BF16 pages and GAAC's slots (a slot is one contiguous copy): warp 0.
-template <int kD, bool kGaac, int kB, int kStep, class Start, class Math>
+// heads' BF16 pages and GAAC's slots (a slot is one contiguous copy): warp 0. kWgTile: a step's
+// blocks go to the wgmma step tile (issue_stage) and kt[0] is its start (attention_wgmma.cuh).
+template <int kD, bool kGaac, int kB, int kStep, bool kWgTile = false, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
                                               const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -150,7 +155,9 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kSS);  // [kSS][kT]
   constexpr bool kBulk = GAACRT_BULK_COPY;
   const int32_t n_iter = B1 - B0;
-  const bool bulk = kBulk && (kGaac || (bf16_bulk && n_iter >= P.bulk_min_blocks));
+  static_assert(!kWgTile || (!kGaac && kStep == 2 && kSS % 2 == 0 && 4 * kTileBytes >= 2 * kWgTileBytes),
+                "the wgmma step tile: BF16 pages, two-block steps on stage pairs that hold it");
+  const bool bulk = kBulk && !kWgTile && (kGaac || (bf16_bulk && n_iter >= P.bulk_min_blocks));
   // BF16 pages: every warp issues a quarter of each block (block-uniform): by bulk copies where
   // the rows allow them, else by cp.async in the usual tile.
   const bool spread = !kGaac && (bulk ? kv.tile_dim % 8 == 0 : kv.tile_dim == TileGeom<kD>::kTd);
@@ -164,7 +171,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   const bool issuer = warp == 0 || spread;  // warp-uniform
   const GaacStaging& gs = P.gaac_stage;
   auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // issuers only
-    issue_stage<kD, kGaac>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane, spread,
+    issue_stage<kD, kGaac, kWgTile>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane, spread,
                            len - (B0 + it) * KV_BLOCK_TOKENS);
   };
   EntryStream<kT> es;  // the issuers' (each warp loads the same entries when spread)

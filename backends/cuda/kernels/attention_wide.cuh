@@ -16,6 +16,7 @@
 // with two parts (hi, mid: 16 significant bits, ~3.4e-6 from the CPU; prefill_wide says why).
 #pragma once
 #include "attention_prefill.cuh"
+#include "wgmma.cuh"
 
 namespace gaacrt::cuda::attn {
 
@@ -113,6 +114,17 @@ __device__ __forceinline__ void wide_row_scores(const float (&s)[kN][kP][2][4], 
     }
 }
 
+// The weights w as kP bf16 parts of the A operand, block i's in pf[i] (wide_pv; attention_wgmma.cuh).
+template <int kN, int kP>
+__device__ __forceinline__ void weight_parts(const float (&w)[2][4 * kN], uint32_t (&pf)[kN][kP][4]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) split_parts<kP>(w[h][4 * i + 2 * u], w[h][4 * i + 2 * u + 1], pf[i], 2 * u + h);
+}
+
 // o += w · V of kN blocks' BF16 rows vt[i] for the warp's 16 rows (w[h]: row h's weights, block
 // i's keys 2t, 2t+1, 2t+8, 2t+9 at 4i .., as the A operand {row g keys 2t, 2t+1; row g+8 the same;
 // row g keys 2t+8, 2t+9; row g+8 the same}) in kP bf16 parts: the step's p·v gathers its
@@ -126,12 +138,7 @@ __device__ __forceinline__ void wide_pv(const uint16_t* const (&vt)[kN], const f
   constexpr int kRow = TileGeom<kD>::kRow;
   const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
   uint32_t pf[kN][kP][4];
-#pragma unroll
-  for (int i = 0; i < kN; ++i)
-#pragma unroll
-    for (int u = 0; u < 2; ++u)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) split_parts<kP>(w[h][4 * i + 2 * u], w[h][4 * i + 2 * u + 1], pf[i], 2 * u + h);
+  weight_parts<kN, kP>(w, pf);
   const int off = (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
 #pragma unroll
   for (int np = 0; np < kD / 16; ++np) {
@@ -169,6 +176,22 @@ __device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float 
   }
 }
 
+// The online softmax of a step's scores s (wide_scores' layout): both rows' weights w, m and l
+// updated, o rescaled.
+template <int kD, int kN, int kP>
+__device__ __forceinline__ void wide_softmax(const float (&s)[kN][kP][2][4], int32_t b, const TileRow (&rw)[2],
+                                             float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
+                                             const AttentionArgs& a, float (&w)[2][4 * kN]) {
+  float corr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sc[4 * kN];
+    wide_row_scores<kN, kP>(s, h, sc);
+    corr[h] = softmax_weights<kN>(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
+  }
+  wide_rescale<kD>(o, corr);
+}
+
 // Scores, online softmax and weighted values of kN blocks b .. b + kN - 1 (16 keys each; rows
 // that see none of a block's keys mask them) for the warp's 16 rows.
 template <int kD, int kN, int kP>
@@ -178,15 +201,74 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN],
                                                 float (&m)[2], float (&l)[2], const AttentionArgs& a) {
   float s[kN][kP][2][4];
   wide_scores<kD, kN, kP>(kt, [&](int kk, uint32_t(&)[kP][4]) -> const uint32_t(&)[kP][4] { return qa[kk]; }, s);
-  float w[2][4 * kN], corr[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sc[4 * kN];
-    wide_row_scores<kN, kP>(s, h, sc);
-    corr[h] = softmax_weights<kN>(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
-  }
-  wide_rescale<kD>(o, corr);
+  float w[2][4 * kN];
+  wide_softmax<kD, kN, kP>(s, b, rw, o, m, l, a, w);
   wide_pv<kD, kN, kP>(vt, w, o);
+}
+
+// ---- the same step on Hopper's warpgroup mma (wgmma.cuh: sm_90a, head size 128, BF16 pages) ----
+// The thread block's four warps are one warpgroup and its 64 rows one wgmma M. q·k of the step's
+// 16 kN keys is one m64n(16 kN)k16 per k-step and query part (A: the held fragments qa; B: the
+// step's K in the wgmma step tile, attention_tiles.cuh issue_bf16_step_tile), p·v one m64n64k16
+// per 64 channels, block and weight part (A: the weights' parts; B: the step's V, read
+// transposed): no ldmatrix, and a wgmma per 64 rows where mma.sync takes 8 per warp. The sums are
+// wide_block_math's in its order — fresh accumulators per query part, summed small part first;
+// p·v's parts gathered small first in fresh accumulators, then one add into o — though the tensor
+// cores may add inside one wgmma in another order than in mma.sync's, so the bits are their own
+// (the BF16 and GAAC caches still share them: both run this kernel, attention.cu). Every warp
+// takes every step (a warpgroup issues each wgmma together): a step none of a warp's rows can see
+// is masked to weight 0, which leaves its m, l and o exactly as they were.
+template <int kD, int kN, int kP>
+__device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, const TileRow (&rw)[2],
+                                              const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
+                                              float (&m)[2], float (&l)[2], const AttentionArgs& a) {
+  static_assert(kD == 128 && (kN == 1 || kN == 2), "the step tile: head size 128, one or two blocks");
+  float s[kN][kP][2][4];  // as wide_scores', written by the first k-step (scale-d = 0)
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    // Channels 16 kk .. 16 kk + 15: chunk columns 2 kk, 2 kk + 1 (LBO: the next 8 channels, 512
+    // bytes on; SBO: the next 8 keys, 128 bytes on).
+    const uint64_t desc = wg_desc(tile + 1024 * kk, 512, 128);
+#pragma unroll
+    for (int p = 0; p < kP; ++p) {
+      if constexpr (kN == 2) wgmma_n32(s[0][p][0], s[0][p][1], s[1][p][0], s[1][p][1], qa[kk][p], desc, kk > 0);
+      else wgmma_n16(s[0][p][0], s[0][p][1], qa[kk][p], desc, kk > 0);
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int p = 0; p < kP; ++p) {
+      wg_pin(s[i][p][0]);
+      wg_pin(s[i][p][1]);
+    }
+  float w[2][4 * kN];
+  wide_softmax<kD, kN, kP>(s, b, rw, o, m, l, a, w);
+  uint32_t pf[kN][kP][4];
+  weight_parts<kN, kP>(w, pf);
+#pragma unroll
+  for (int half = 0; half < kD / 64; ++half) {
+    float t[8][4];  // channels 64 half .., written by the first wgmma (scale-d = 0)
+    wgmma_fence();
+#pragma unroll
+    for (int p = kP - 1; p >= 0; --p)
+#pragma unroll
+      for (int i = 0; i < kN; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
+        // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
+        wgmma_n64_t(t, pf[i][p], wg_desc(tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
+                    p != kP - 1 || i > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      wg_pin(t[nt]);
+#pragma unroll
+      for (int x = 0; x < 4; ++x) o[8 * half + nt][x] += t[nt][x];
+    }
+  }
 }
 
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
@@ -220,7 +302,9 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
 // A step that reaches past this warp's blocks masks the keys its rows cannot see (weight 0 on the
 // group's staged rows, real cache rows, or zeros past the newest token); a stream of an odd length
 // ends with a one-block step.
-template <int kD, bool kGaac, int kB, int kStep, int kP = 3>
+// kWg: the steps on the warpgroup mma (wg_block_math; kStep = 2, BF16 pages of head size 128 in
+// the wgmma step tile), every warp on every step.
+template <int kD, bool kGaac, int kB, int kStep, int kP = 3, bool kWg = false>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -235,7 +319,8 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
     uint32_t qa[kD / 16][kP][4];
-    shared_stream<kD, kGaac, kB, kStep>(
+    static_assert(!kWg || (kStep == 2 && !kGaac), "the wgmma steps: two blocks of BF16 pages");
+    shared_stream<kD, kGaac, kB, kStep, kWg>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
 #pragma unroll
@@ -247,6 +332,12 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           wide_query<kD, kP>(P, rw, qa);
         },
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
+          if constexpr (kWg) {  // n is block-uniform: the warpgroup issues its wgmma together
+            const uint8_t* tile = reinterpret_cast<const uint8_t*>(kt[0]);
+            if (n == 2) wg_block_math<kD, 2, kP>(tile, b, rw, qa, o, m, l, P.a);
+            else wg_block_math<kD, 1, kP>(tile, b, rw, qa, o, m, l, P.a);
+            return;
+          }
           if constexpr (kStep > 1) {
             if (n == kStep) {
               if (b + kStep > b0 && b < b1) wide_block_math<kD, kStep, kP>(kt, vt, b, rw, qa, o, m, l, P.a);

@@ -207,7 +207,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // no device memory (it falls back to the GAAC kernels).
   const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
   const bool wgmma = kHaveWgmma && wide_pairs && !gaac && td == 128 && kv.n_half == 1 && info_.cc_major == 9 &&
-                     info_.cc_minor == 0 && !(pg && pg[0] == '0') && expansion_plan(kv, args, n_seqs).bytes > 0;
+                     info_.cc_minor == 0 && !(pg && pg[0] == '0') &&
+                     attn::shared_ring_bytes(kD, false, blocks, kv_bytes, 2, true) <= (size_t)attn::kWarps * warp_bytes &&
+                     expansion_plan(kv, args, n_seqs).bytes > 0;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
                                                          wide ? attn::kWideRows : attn::kRowsPerGroup),

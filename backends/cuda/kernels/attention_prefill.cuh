@@ -56,15 +56,17 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // (a third barrier there was redundant; the emulation's mutation of it, the eighth session,
 // changed no test).
 // Stages: a step's blocks in use and two steps' in flight for kStep = 2 (six); for one-block
-// steps twice a decode warp's stage_count (four at head size 128 in the three-block build).
-__host__ __device__ constexpr int shared_stage_count(int kD, int blocks, int step = 1) {
-  return step == 1 ? 2 * stage_count(kD, blocks) : 3 * step;
+// steps twice a decode warp's stage_count (four at head size 128 in the three-block build). The
+// wgmma steps (wg: their p·v runs behind the next step's q·k, attention_wide.cuh) keep the step
+// before too (eight).
+__host__ __device__ constexpr int shared_stage_count(int kD, int blocks, int step = 1, bool wg = false) {
+  return step == 1 ? 2 * stage_count(kD, blocks) : (wg ? 4 : 3) * step;
 }
 // Shared bytes of the ring: stages, GAAC's decoded K and V tiles (a pair per block of a step), the
 // stages' barriers and entries.
 __host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes,
-                                                         int step = 1) {
-  const uint32_t stages = shared_stage_count(kD, blocks, step), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
+                                                         int step = 1, bool wg = false) {
+  const uint32_t stages = shared_stage_count(kD, blocks, step, wg), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
   return stages * 2 * kv_bytes + (gaac ? 2 * step * tile : 0) + stages * 8 +
          stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
 }
@@ -139,10 +141,11 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
                                               const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                               const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], Start&& start,
                                               Math&& math, bool bf16_bulk = true) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB, kStep);
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB, kStep, kWgTile);
   constexpr int kT = TileGeom<kD>::kTiles, kR = TileGeom<kD>::kRounds;
-  // Blocks issued before the first step; block it + kAhead is issued at block it's turn.
-  constexpr int kAhead = kSS - kStep;
+  // Blocks issued before the first step; block it + kAhead is issued at block it's turn, into the
+  // stages of the step before (kWgTile: of the step before that; the step before is still read).
+  constexpr int kAhead = kSS - (kWgTile ? 2 : 1) * kStep;
   static_assert(kR <= kWarps, "a warp per decode round");
   static_assert(kStep == 1 || kStep * kR <= kWarps, "a step's decode rounds on different warps");
   const KVLayerView& kv = P.kv;
@@ -200,9 +203,9 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     const bool last = n_last < KV_BLOCK_TOKENS;  // block-uniform
     if (issuer) {
       // kAhead groups were committed before the loop and kStep per earlier step: all but the
-      // newest kSS - 2 kStep hold this step's blocks and the ones before them (a group past the
+      // newest kAhead - kStep hold this step's blocks and the ones before them (a group past the
       // stream's end is empty).
-      cp_async_wait<kSS - 2 * kStep>();  // this lane's copies of the step's blocks have landed
+      cp_async_wait<kAhead - kStep>();  // this lane's copies of the step's blocks have landed
 #pragma unroll
       for (int i = 0; i < kStep; ++i)  // ... and all bulk copies
         if (bulk && warp == 0 && i < n) mbar_wait(bars + (it + i) % kSS, (uint32_t)((it + i) / kSS) & 1u);
@@ -216,7 +219,8 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     }
     __syncthreads();  // A: the step's blocks are staged for every warp
     // Blocks it + kAhead .. into the stages the step before used (freed by A: every warp is done
-    // with them), then every issuer starts on this step.
+    // with them; kWgTile: the step before that, whose p·v every warp waited for in the step
+    // before), then every issuer starts on this step.
     if (issuer)
 #pragma unroll
       for (int i = 0; i < kStep; ++i) es.template issue_ahead<kAhead + 1>(it + i, issue);

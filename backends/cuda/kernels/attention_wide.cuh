@@ -177,18 +177,24 @@ __device__ __forceinline__ void wide_rescale(float (&o)[kD / 8][4], const float 
 }
 
 // The online softmax of a step's scores s (wide_scores' layout): both rows' weights w, m and l
-// updated, o rescaled.
-template <int kD, int kN, int kP>
-__device__ __forceinline__ void wide_softmax(const float (&s)[kN][kP][2][4], int32_t b, const TileRow (&rw)[2],
-                                             float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
-                                             const AttentionArgs& a, float (&w)[2][4 * kN]) {
-  float corr[2];
+// updated, and the factors corr o must be scaled by (wide_softmax: o rescaled too).
+template <int kN, int kP>
+__device__ __forceinline__ void wide_weights(const float (&s)[kN][kP][2][4], int32_t b, const TileRow (&rw)[2],
+                                             float (&m)[2], float (&l)[2], const AttentionArgs& a,
+                                             float (&w)[2][4 * kN], float (&corr)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sc[4 * kN];
     wide_row_scores<kN, kP>(s, h, sc);
     corr[h] = softmax_weights<kN>(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
   }
+}
+template <int kD, int kN, int kP>
+__device__ __forceinline__ void wide_softmax(const float (&s)[kN][kP][2][4], int32_t b, const TileRow (&rw)[2],
+                                             float (&o)[kD / 8][4], float (&m)[2], float (&l)[2],
+                                             const AttentionArgs& a, float (&w)[2][4 * kN]) {
+  float corr[2];
+  wide_weights<kN, kP>(s, b, rw, m, l, a, w, corr);
   wide_rescale<kD>(o, corr);
 }
 
@@ -206,24 +212,34 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN],
   wide_pv<kD, kN, kP>(vt, w, o);
 }
 
-// ---- the same step on Hopper's warpgroup mma (wgmma.cuh: sm_90a, head size 128, BF16 pages) ----
-// The thread block's four warps are one warpgroup and its 64 rows one wgmma M. q·k of the step's
+// ---- the same steps on Hopper's warpgroup mma (wgmma.cuh: sm_90a, head size 128, BF16 pages) ---
+// The thread block's four warps are one warpgroup and its 64 rows one wgmma M. q·k of a step's
 // 16 kN keys is one m64n(16 kN)k16 per k-step and query part (A: the held fragments qa; B: the
 // step's K in the wgmma step tile, attention_tiles.cuh issue_bf16_step_tile), p·v one m64n64k16
 // per 64 channels, block and weight part (A: the weights' parts; B: the step's V, read
-// transposed): no ldmatrix, and a wgmma per 64 rows where mma.sync takes 8 per warp. The sums are
-// wide_block_math's in its order — fresh accumulators per query part, summed small part first;
-// p·v's parts gathered small first in fresh accumulators, then one add into o — though the tensor
-// cores may add inside one wgmma in another order than in mma.sync's, so the bits are their own
+// transposed): no ldmatrix, and a wgmma per 64 rows where mma.sync takes 8 per warp.
+// wgmma runs asynchronously, so a step's p·v waits (its weights held in WgHeld) until the next
+// step's q·k has been issued: the tensor cores multiply the two while the warps work out the next
+// softmax (FlashAttention-3's overlap within a warpgroup; the ring keeps the held step's V: eight
+// stages, attention_prefill.cuh). The sums are wide_block_math's in its order — fresh accumulators
+// per query part, summed small part first; p·v's parts gathered small first in fresh
+// accumulators, added into o before o is rescaled for the next step, as there — though the tensor
+// cores may add inside one wgmma in another order than mma.sync does, so the bits are their own
 // (the BF16 and GAAC caches still share them: both run this kernel, attention.cu). Every warp
 // takes every step (a warpgroup issues each wgmma together): a step none of a warp's rows can see
 // is masked to weight 0, which leaves its m, l and o exactly as they were.
+template <int kP>
+struct WgHeld {
+  const uint8_t* tile;    // the held step's tile (its V at tile + kWgTileBytes)
+  int n;                  // its blocks (0: none held)
+  uint32_t pf[2][kP][4];  // its weights' parts, block i's in pf[i] (weight_parts)
+};
+
+// Issues q·k of a step's kN blocks into s (wide_scores' layout; each part's first k-step
+// starts its accumulators: scale-d 0).
 template <int kD, int kN, int kP>
-__device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, const TileRow (&rw)[2],
-                                              const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
-                                              float (&m)[2], float (&l)[2], const AttentionArgs& a) {
-  static_assert(kD == 128 && (kN == 1 || kN == 2), "the step tile: head size 128, one or two blocks");
-  float s[kN][kP][2][4];  // as wide_scores', written by the first k-step (scale-d = 0)
+__device__ __forceinline__ void wg_issue_qk(const uint8_t* tile, const uint32_t (&qa)[kD / 16][kP][4],
+                                            float (&s)[kN][kP][2][4]) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
@@ -237,7 +253,64 @@ __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, co
     }
   }
   wgmma_commit();
+}
+
+// Issues the held step's p·v (kH = h.n blocks) for channels 64 half .. 64 half + 63 into fresh
+// accumulators t. (Block counts are template arguments throughout: a wgmma issued under a run-time
+// branch, its accumulators waited for after it, makes ptxas serialize every wgmma of the kernel.)
+template <int kH, int kP>
+__device__ __forceinline__ void wg_issue_pv(const WgHeld<kP>& h, int half, float (&t)[8][4]) {
+  wgmma_fence();
+#pragma unroll
+  for (int p = kP - 1; p >= 0; --p)
+#pragma unroll
+    for (int i = 0; i < kH; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
+      // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
+      wgmma_n64_t(t, h.pf[i][p], wg_desc(h.tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
+                  p != kP - 1 || i > 0);
+  wgmma_commit();
+}
+
+// o's channels 64 half .. += t, once every wgmma issued has landed.
+template <int kD>
+__device__ __forceinline__ void wg_add(float (&o)[kD / 8][4], float (&t)[8][4], int half) {
   wgmma_wait<0>();
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    wg_pin(t[nt]);
+#pragma unroll
+    for (int x = 0; x < 4; ++x) o[8 * half + nt][x] += t[nt][x];
+  }
+}
+
+// The held step's p·v (kH blocks) into o, nothing held after (the end of a row group's stream).
+template <int kD, int kH, int kP>
+__device__ __forceinline__ void wg_flush(WgHeld<kP>& h, float (&o)[kD / 8][4]) {
+#pragma unroll
+  for (int half = 0; half < kD / 64; ++half) {
+    float t[8][4];
+    wg_issue_pv<kH>(h, half, t);
+    wg_add<kD>(o, t, half);
+  }
+  h.n = 0;
+}
+
+// A step of kN blocks b .. with kH = h.n blocks held (0 at a stream's start): its q·k, the held
+// step's p·v (the first 64 channels) behind it; its softmax; the held step's p·v into o, o
+// rescaled; its own weights held.
+template <int kD, int kN, int kH, int kP>
+__device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, const TileRow (&rw)[2],
+                                              const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
+                                              float (&m)[2], float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h) {
+  static_assert(kD == 128 && (kN == 1 || kN == 2) && kH >= 0 && kH <= 2, "the step tile: head size 128");
+  float s[kN][kP][2][4], t[8][4];
+  wg_issue_qk<kD, kN, kP>(tile, qa, s);
+  if constexpr (kH > 0) {
+    wg_issue_pv<kH>(h, 0, t);
+    wgmma_wait<1>();  // groups complete in order: the q·k has landed
+  } else {
+    wgmma_wait<0>();
+  }
 #pragma unroll
   for (int i = 0; i < kN; ++i)
 #pragma unroll
@@ -245,30 +318,37 @@ __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, co
       wg_pin(s[i][p][0]);
       wg_pin(s[i][p][1]);
     }
-  float w[2][4 * kN];
-  wide_softmax<kD, kN, kP>(s, b, rw, o, m, l, a, w);
-  uint32_t pf[kN][kP][4];
-  weight_parts<kN, kP>(w, pf);
-#pragma unroll
-  for (int half = 0; half < kD / 64; ++half) {
-    float t[8][4];  // channels 64 half .., written by the first wgmma (scale-d = 0)
-    wgmma_fence();
-#pragma unroll
-    for (int p = kP - 1; p >= 0; --p)
-#pragma unroll
-      for (int i = 0; i < kN; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
-        // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
-        wgmma_n64_t(t, pf[i][p], wg_desc(tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
-                    p != kP - 1 || i > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      wg_pin(t[nt]);
-#pragma unroll
-      for (int x = 0; x < 4; ++x) o[8 * half + nt][x] += t[nt][x];
-    }
+  float w[2][4 * kN], corr[2];
+  wide_weights<kN, kP>(s, b, rw, m, l, a, w, corr);
+  if constexpr (kH > 0) {
+    wg_add<kD>(o, t, 0);
+    wg_issue_pv<kH>(h, 1, t);
+    wg_add<kD>(o, t, 1);
   }
+  wide_rescale<kD>(o, corr);
+  h.tile = tile;
+  h.n = kN;
+  weight_parts<kN, kP>(w, *reinterpret_cast<uint32_t(*)[kN][kP][4]>(&h.pf));
+}
+
+// wg_block_math for a step of n blocks, h.n held: a uniform branch to each case's own code.
+// (Only a stream's last step has one block, so one is never held before a step.)
+template <int kD, int kP>
+__device__ __forceinline__ void wg_step(const uint8_t* tile, int32_t b, int n, const TileRow (&rw)[2],
+                                        const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4], float (&m)[2],
+                                        float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h) {
+  if (n == 2) {
+    if (h.n == 2) wg_block_math<kD, 2, 2, kP>(tile, b, rw, qa, o, m, l, a, h);
+    else wg_block_math<kD, 2, 0, kP>(tile, b, rw, qa, o, m, l, a, h);
+  } else {
+    if (h.n == 2) wg_block_math<kD, 1, 2, kP>(tile, b, rw, qa, o, m, l, a, h);
+    else wg_block_math<kD, 1, 0, kP>(tile, b, rw, qa, o, m, l, a, h);
+  }
+}
+template <int kD, int kP>
+__device__ __forceinline__ void wg_finish(WgHeld<kP>& h, float (&o)[kD / 8][4]) {
+  if (h.n == 2) wg_flush<kD, 2, kP>(h, o);
+  else if (h.n == 1) wg_flush<kD, 1, kP>(h, o);
 }
 
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
@@ -319,6 +399,8 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     const TileRow rw[2] = {query_row(P, s, kvh, r0 + g, n_rows), query_row(P, s, kvh, r0 + g + 8, n_rows)};
     float o[kD / 8][4], m[2], l[2];
     uint32_t qa[kD / 16][kP][4];
+    WgHeld<kP> held;  // kWg: the step whose p·v is still to run
+    held.n = 0;
     static_assert(!kWg || (kStep == 2 && !kGaac), "the wgmma steps: two blocks of BF16 pages");
     shared_stream<kD, kGaac, kB, kStep, kWg>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
@@ -334,8 +416,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
           if constexpr (kWg) {  // n is block-uniform: the warpgroup issues its wgmma together
             const uint8_t* tile = reinterpret_cast<const uint8_t*>(kt[0]);
-            if (n == 2) wg_block_math<kD, 2, kP>(tile, b, rw, qa, o, m, l, P.a);
-            else wg_block_math<kD, 1, kP>(tile, b, rw, qa, o, m, l, P.a);
+            wg_step<kD, kP>(tile, b, n, rw, qa, o, m, l, P.a, held);
             return;
           }
           if constexpr (kStep > 1) {
@@ -349,6 +430,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           if (b >= b0 && b < b1) wide_block_math<kD, 1, kP>(k1, v1, b, rw, qa, o, m, l, P.a);
         },
         false);  // BF16 pages by cp.async (shared_stream)
+    if constexpr (kWg) wg_finish<kD, kP>(held, o);  // the last step's V is still staged
     wide_write_rows<kD>(P, s, kvh, rw, o, l);
   }
 }

@@ -22,7 +22,7 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
                                             bool spread = false, int32_t n_valid = KV_BLOCK_TOKENS) {
   constexpr int kT = TileGeom<kD>::kTiles;
   uint8_t* sk = stages + (2 * slot) * kv_bytes;
-  if (threadIdx.x == 0)
+  if (kGaac && threadIdx.x == 0)  // (the decode's; BF16 reads none)
 #pragma unroll
     for (int t = 0; t < kT; ++t) ents[slot * kT + t] = e[t];
   uint64_t* bar = bulk ? bars + slot : nullptr;
@@ -221,9 +221,14 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     // Blocks it + kAhead .. into the stages the step before used (freed by A: every warp is done
     // with them; kWgTile: the step before that, whose p·v every warp waited for in the step
     // before), then every issuer starts on this step.
-    if (issuer)
+    if (issuer) {
+      if constexpr (kWgTile) {
+        es.template issue_ahead_pair<kAhead + 1>(it, issue);
+      } else {
 #pragma unroll
-      for (int i = 0; i < kStep; ++i) es.template issue_ahead<kAhead + 1>(it + i, issue);
+        for (int i = 0; i < kStep; ++i) es.template issue_ahead<kAhead + 1>(it + i, issue);
+      }
+    }
     if constexpr (kGaac) {
       bool ok_w = true;
 #pragma unroll

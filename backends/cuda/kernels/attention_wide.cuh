@@ -240,12 +240,15 @@ struct WgHeld {
 template <int kD, int kN, int kP>
 __device__ __forceinline__ void wg_issue_qk(const uint8_t* tile, const uint32_t (&qa)[kD / 16][kP][4],
                                             float (&s)[kN][kP][2][4]) {
+  // Channels 16 kk .. 16 kk + 15: chunk columns 2 kk, 2 kk + 1, 1024 kk bytes on (LBO: the next 8
+  // channels, 512 bytes on; SBO: the next 8 keys, 128 bytes on). Offsets go into the descriptor's
+  // address field (bytes / 16; no carry out of it: shared addresses stay far below 256 KB),
+  // one descriptor made per step instead of one per wgmma.
+  const uint64_t d0 = wg_desc(tile, 512, 128);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
-    // Channels 16 kk .. 16 kk + 15: chunk columns 2 kk, 2 kk + 1 (LBO: the next 8 channels, 512
-    // bytes on; SBO: the next 8 keys, 128 bytes on).
-    const uint64_t desc = wg_desc(tile + 1024 * kk, 512, 128);
+    const uint64_t desc = d0 + (uint64_t)(64 * kk);
 #pragma unroll
     for (int p = 0; p < kP; ++p) {
       if constexpr (kN == 2) wgmma_n32(s[0][p][0], s[0][p][1], s[1][p][0], s[1][p][1], qa[kk][p], desc, kk > 0);
@@ -260,14 +263,14 @@ __device__ __forceinline__ void wg_issue_qk(const uint8_t* tile, const uint32_t 
 // branch, its accumulators waited for after it, makes ptxas serialize every wgmma of the kernel.)
 template <int kH, int kP>
 __device__ __forceinline__ void wg_issue_pv(const WgHeld<kP>& h, int half, float (&t)[8][4]) {
+  // Block i's keys: rows 16 i .. of the V tile, 256 i bytes on; channels 64 half .., 4096 half
+  // bytes on (LBO: the next 8 keys, 128 bytes on; SBO: the next 8 channels, 512 bytes on).
+  const uint64_t d0 = wg_desc(h.tile + kWgTileBytes + 4096 * half, 128, 512);
   wgmma_fence();
 #pragma unroll
   for (int p = kP - 1; p >= 0; --p)
 #pragma unroll
-    for (int i = 0; i < kH; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
-      // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
-      wgmma_n64_t(t, h.pf[i][p], wg_desc(h.tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
-                  p != kP - 1 || i > 0);
+    for (int i = 0; i < kH; ++i) wgmma_n64_t(t, h.pf[i][p], d0 + (uint64_t)(16 * i), p != kP - 1 || i > 0);
   wgmma_commit();
 }
 
@@ -298,15 +301,19 @@ __device__ __forceinline__ void wg_flush(WgHeld<kP>& h, float (&o)[kD / 8][4]) {
 // A step of kN blocks b .. with kH = h.n blocks held (0 at a stream's start): its q·k, the held
 // step's p·v (the first 64 channels) behind it; its softmax; the held step's p·v into o, o
 // rescaled; its own weights held.
-template <int kD, int kN, int kH, int kP>
+template <int kD, int kN, int kH, int kP, class IssueNext>
 __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, const TileRow (&rw)[2],
                                               const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
-                                              float (&m)[2], float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h) {
+                                              float (&m)[2], float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h,
+                                              IssueNext&& issue_next) {
   static_assert(kD == 128 && (kN == 1 || kN == 2) && kH >= 0 && kH <= 2, "the step tile: head size 128");
   float s[kN][kP][2][4], t[8][4];
   wg_issue_qk<kD, kN, kP>(tile, qa, s);
+  if constexpr (kH > 0) wg_issue_pv<kH>(h, 0, t);
+  // The next blocks' copies while the tensor cores multiply (issued before the q·k, their address
+  // registers, still being read by the copies, held up the wgmma's own: 8% of the stall samples).
+  issue_next();
   if constexpr (kH > 0) {
-    wg_issue_pv<kH>(h, 0, t);
     wgmma_wait<1>();  // groups complete in order: the q·k has landed
   } else {
     wgmma_wait<0>();
@@ -333,16 +340,16 @@ __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, co
 
 // wg_block_math for a step of n blocks, h.n held: a uniform branch to each case's own code.
 // (Only a stream's last step has one block, so one is never held before a step.)
-template <int kD, int kP>
+template <int kD, int kP, class IssueNext>
 __device__ __forceinline__ void wg_step(const uint8_t* tile, int32_t b, int n, const TileRow (&rw)[2],
                                         const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4], float (&m)[2],
-                                        float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h) {
+                                        float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h, IssueNext&& next) {
   if (n == 2) {
-    if (h.n == 2) wg_block_math<kD, 2, 2, kP>(tile, b, rw, qa, o, m, l, a, h);
-    else wg_block_math<kD, 2, 0, kP>(tile, b, rw, qa, o, m, l, a, h);
+    if (h.n == 2) wg_block_math<kD, 2, 2, kP>(tile, b, rw, qa, o, m, l, a, h, next);
+    else wg_block_math<kD, 2, 0, kP>(tile, b, rw, qa, o, m, l, a, h, next);
   } else {
-    if (h.n == 2) wg_block_math<kD, 1, 2, kP>(tile, b, rw, qa, o, m, l, a, h);
-    else wg_block_math<kD, 1, 0, kP>(tile, b, rw, qa, o, m, l, a, h);
+    if (h.n == 2) wg_block_math<kD, 1, 2, kP>(tile, b, rw, qa, o, m, l, a, h, next);
+    else wg_block_math<kD, 1, 0, kP>(tile, b, rw, qa, o, m, l, a, h, next);
   }
 }
 template <int kD, int kP>
@@ -413,10 +420,11 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           l[0] = l[1] = 0.f;
           wide_query<kD, kP>(P, rw, qa);
         },
-        [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
+        [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n,
+            auto&&... issue_next) {  // (kWg: shared_stream's issue_next)
           if constexpr (kWg) {  // n is block-uniform: the warpgroup issues its wgmma together
             const uint8_t* tile = reinterpret_cast<const uint8_t*>(kt[0]);
-            wg_step<kD, kP>(tile, b, n, rw, qa, o, m, l, P.a, held);
+            wg_step<kD, kP>(tile, b, n, rw, qa, o, m, l, P.a, held, issue_next...);
             return;
           }
           if constexpr (kStep > 1) {

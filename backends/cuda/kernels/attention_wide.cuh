@@ -301,19 +301,15 @@ __device__ __forceinline__ void wg_flush(WgHeld<kP>& h, float (&o)[kD / 8][4]) {
 // A step of kN blocks b .. with kH = h.n blocks held (0 at a stream's start): its q·k, the held
 // step's p·v (the first 64 channels) behind it; its softmax; the held step's p·v into o, o
 // rescaled; its own weights held.
-template <int kD, int kN, int kH, int kP, class IssueNext>
+template <int kD, int kN, int kH, int kP>
 __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, const TileRow (&rw)[2],
                                               const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
-                                              float (&m)[2], float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h,
-                                              IssueNext&& issue_next) {
+                                              float (&m)[2], float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h) {
   static_assert(kD == 128 && (kN == 1 || kN == 2) && kH >= 0 && kH <= 2, "the step tile: head size 128");
   float s[kN][kP][2][4], t[8][4];
   wg_issue_qk<kD, kN, kP>(tile, qa, s);
-  if constexpr (kH > 0) wg_issue_pv<kH>(h, 0, t);
-  // The next blocks' copies while the tensor cores multiply (issued before the q·k, their address
-  // registers, still being read by the copies, held up the wgmma's own: 8% of the stall samples).
-  issue_next();
   if constexpr (kH > 0) {
+    wg_issue_pv<kH>(h, 0, t);
     wgmma_wait<1>();  // groups complete in order: the q·k has landed
   } else {
     wgmma_wait<0>();
@@ -340,16 +336,16 @@ __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, co
 
 // wg_block_math for a step of n blocks, h.n held: a uniform branch to each case's own code.
 // (Only a stream's last step has one block, so one is never held before a step.)
-template <int kD, int kP, class IssueNext>
+template <int kD, int kP>
 __device__ __forceinline__ void wg_step(const uint8_t* tile, int32_t b, int n, const TileRow (&rw)[2],
                                         const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4], float (&m)[2],
-                                        float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h, IssueNext&& next) {
+                                        float (&l)[2], const AttentionArgs& a, WgHeld<kP>& h) {
   if (n == 2) {
-    if (h.n == 2) wg_block_math<kD, 2, 2, kP>(tile, b, rw, qa, o, m, l, a, h, next);
-    else wg_block_math<kD, 2, 0, kP>(tile, b, rw, qa, o, m, l, a, h, next);
+    if (h.n == 2) wg_block_math<kD, 2, 2, kP>(tile, b, rw, qa, o, m, l, a, h);
+    else wg_block_math<kD, 2, 0, kP>(tile, b, rw, qa, o, m, l, a, h);
   } else {
-    if (h.n == 2) wg_block_math<kD, 1, 2, kP>(tile, b, rw, qa, o, m, l, a, h, next);
-    else wg_block_math<kD, 1, 0, kP>(tile, b, rw, qa, o, m, l, a, h, next);
+    if (h.n == 2) wg_block_math<kD, 1, 2, kP>(tile, b, rw, qa, o, m, l, a, h);
+    else wg_block_math<kD, 1, 0, kP>(tile, b, rw, qa, o, m, l, a, h);
   }
 }
 template <int kD, int kP>
@@ -420,11 +416,10 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           l[0] = l[1] = 0.f;
           wide_query<kD, kP>(P, rw, qa);
         },
-        [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n,
-            auto&&... issue_next) {  // (kWg: shared_stream's issue_next)
+        [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
           if constexpr (kWg) {  // n is block-uniform: the warpgroup issues its wgmma together
             const uint8_t* tile = reinterpret_cast<const uint8_t*>(kt[0]);
-            wg_step<kD, kP>(tile, b, n, rw, qa, o, m, l, P.a, held, issue_next...);
+            wg_step<kD, kP>(tile, b, n, rw, qa, o, m, l, P.a, held);
             return;
           }
           if constexpr (kStep > 1) {

@@ -123,18 +123,6 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 #endif
 }
 
-// max / sum of x[0 .. kN-1] (kN a power of two) as a tree: halves added pairwise, element by element.
-template <int kN>
-__device__ __forceinline__ float tree_max(const float* x) {
-  if constexpr (kN == 1) return x[0];
-  else return fmaxf(tree_max<kN / 2>(x), tree_max<kN / 2>(x + kN / 2));
-}
-template <int kN>
-__device__ __forceinline__ float tree_sum(const float* x) {
-  if constexpr (kN == 1) return x[0];
-  else return tree_sum<kN / 2>(x) + tree_sum<kN / 2>(x + kN / 2);
-}
-
 // Online softmax step of kN consecutive blocks b .. b + kN - 1 of 16 keys (visible keys lo..pos;
 // log2 domain: m and the scores are in units of log2): masks and scales this lane's scores sc
 // (block b + i's in sc[4i .. 4i + 3]), turns them into the weights p, updates m and l and returns
@@ -168,22 +156,17 @@ __device__ __forceinline__ float softmax_weights(float (&sc)[4 * kN], int32_t b,
       if (key < lo || key > pos) sc[j] = -INFINITY;
     }
   }
-  // Both reductions over this lane's scores as trees (the maximum is exact in any order; the sum
-  // of two blocks' weights is added in pairs, the decode's four in a row as before): a chain of
-  // 4 kN dependent operations each was a tenth of the wgmma prefill's stall samples.
-  bmax = fmaxf(bmax, tree_max<4 * kN>(sc));
+#pragma unroll
+  for (int j = 0; j < 4 * kN; ++j) bmax = fmaxf(bmax, sc[j]);
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
   bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
   const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
   const float corr = exp2_ftz(m - mref);  // 0 until the first visible key (m = -inf); 2^0 = 1 exactly
   float rs = 0.f;
 #pragma unroll
-  for (int j = 0; j < 4 * kN; ++j) p[j] = exp2_ftz(sc[j] - mref);
-  if constexpr (kN == 1) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) rs += p[j];
-  } else {
-    rs = tree_sum<4 * kN>(p);
+  for (int j = 0; j < 4 * kN; ++j) {
+    p[j] = exp2_ftz(sc[j] - mref);
+    rs += p[j];
   }
   rs += __shfl_xor_sync(kFull, rs, 1);
   rs += __shfl_xor_sync(kFull, rs, 2);

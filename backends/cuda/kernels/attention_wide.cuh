@@ -240,15 +240,12 @@ struct WgHeld {
 template <int kD, int kN, int kP>
 __device__ __forceinline__ void wg_issue_qk(const uint8_t* tile, const uint32_t (&qa)[kD / 16][kP][4],
                                             float (&s)[kN][kP][2][4]) {
-  // Channels 16 kk .. 16 kk + 15: chunk columns 2 kk, 2 kk + 1, 1024 kk bytes on (LBO: the next 8
-  // channels, 512 bytes on; SBO: the next 8 keys, 128 bytes on). Offsets go into the descriptor's
-  // address field (bytes / 16; no carry out of it: shared addresses stay far below 256 KB),
-  // one descriptor made per step instead of one per wgmma.
-  const uint64_t d0 = wg_desc(tile, 512, 128);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
-    const uint64_t desc = d0 + (uint64_t)(64 * kk);
+    // Channels 16 kk .. 16 kk + 15: chunk columns 2 kk, 2 kk + 1 (LBO: the next 8 channels, 512
+    // bytes on; SBO: the next 8 keys, 128 bytes on).
+    const uint64_t desc = wg_desc(tile + 1024 * kk, 512, 128);
 #pragma unroll
     for (int p = 0; p < kP; ++p) {
       if constexpr (kN == 2) wgmma_n32(s[0][p][0], s[0][p][1], s[1][p][0], s[1][p][1], qa[kk][p], desc, kk > 0);
@@ -263,14 +260,14 @@ __device__ __forceinline__ void wg_issue_qk(const uint8_t* tile, const uint32_t 
 // branch, its accumulators waited for after it, makes ptxas serialize every wgmma of the kernel.)
 template <int kH, int kP>
 __device__ __forceinline__ void wg_issue_pv(const WgHeld<kP>& h, int half, float (&t)[8][4]) {
-  // Block i's keys: rows 16 i .. of the V tile, 256 i bytes on; channels 64 half .., 4096 half
-  // bytes on (LBO: the next 8 keys, 128 bytes on; SBO: the next 8 channels, 512 bytes on).
-  const uint64_t d0 = wg_desc(h.tile + kWgTileBytes + 4096 * half, 128, 512);
   wgmma_fence();
 #pragma unroll
   for (int p = kP - 1; p >= 0; --p)
 #pragma unroll
-    for (int i = 0; i < kH; ++i) wgmma_n64_t(t, h.pf[i][p], d0 + (uint64_t)(16 * i), p != kP - 1 || i > 0);
+    for (int i = 0; i < kH; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
+      // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
+      wgmma_n64_t(t, h.pf[i][p], wg_desc(h.tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
+                  p != kP - 1 || i > 0);
   wgmma_commit();
 }
 

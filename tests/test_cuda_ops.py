@@ -193,6 +193,31 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
         assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
 
 
+@pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,window,cap", [
+    (900, 200, 32, 8, 0, 0.0),    # Llama-3 shape
+    (913, 37, 32, 8, 0, 0.0),     # an odd number of blocks: the stream ends with a one-block step
+    (700, 300, 8, 8, 0, 0.0),     # no GQA
+    (700, 150, 8, 2, 106, 0.0),   # a window starting inside a two-block step
+    (640, 100, 8, 2, 0, 30.0),    # softcap
+])
+def test_cuda_wgmma_prefill_gives_the_mma_sync_bits(cuda, monkeypatch, n_ctx, n_q, n_head, n_kv, window, cap):
+    # On compute capability 9.0 the two-block steps at head size 128 run on the warpgroup mma
+    # (attention_wide.cuh wg_block_math; GAACRT_CUDA_PREFILL_WGMMA=0 keeps mma.sync): the same k16
+    # products summed in the same order, which on an H100 gave mma.sync's bits (attention.cu).
+    if gaacrt.cuda_devices(CUDA)[0]["compute_capability"] != (9, 0):
+        pytest.skip("the wgmma prefill runs on compute capability 9.0 only")
+    rng = np.random.default_rng(n_ctx + 5 * n_q)
+    k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, 128)
+    run = lambda: _core.op_attention(cuda, k, v, q, 1 / np.sqrt(128), sliding_window=window, softcap=cap)  # noqa: E731
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", "1")
+    wg = run()
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", "0")
+    mma = run()
+    assert np.isfinite(wg).all()
+    assert np.array_equal(wg.view(np.uint32), mma.view(np.uint32))
+
+
 @pytest.mark.parametrize("d", [32, 64])
 def test_cuda_prefill_attention_below_head_128_keeps_one_block_steps(cuda, monkeypatch, d):
     # The two-block kernels are built for head size 128 only: below it the default is the

@@ -201,10 +201,11 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
   // Hopper (compute capability 9.0, in a build with sm_90a code): those steps on the warpgroup mma
   // (attention_wide.cuh wg_block_math) for BF16 pages of head size 128; GAACRT_CUDA_PREFILL_WGMMA=0
-  // (read on every call) keeps mma.sync. Its bits are its own, so a BF16 launch takes it only where a
-  // GAAC launch of the same shape would run on it too, through its expanded pages (expansion_plan);
-  // the one case where the two caches' bits can then differ is a GAAC launch whose expansion finds
-  // no device memory (it falls back to the GAAC kernels).
+  // (read on every call) keeps mma.sync. On an H100 its bits were mma.sync's (the sums are the same
+  // k16 products in the same order: test_cuda_gaac_expansion_over_its_memory_cap_falls_back
+  // compares this kernel, under an expanded GAAC launch, with the GAAC kernels bit for bit), but
+  // the PTX ISA does not promise it; so a BF16 launch takes it only where a GAAC launch of the same
+  // shape would run on it too, through its expanded pages (expansion_plan).
   const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
   const bool wgmma = kHaveWgmma && wide_pairs && !gaac && td == 128 && kv.n_half == 1 && info_.cc_major == 9 &&
                      info_.cc_minor == 0 && !(pg && pg[0] == '0') &&

@@ -223,9 +223,9 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN],
 // softmax (FlashAttention-3's overlap within a warpgroup; the ring keeps the held step's V: eight
 // stages, attention_prefill.cuh). The sums are wide_block_math's in its order — fresh accumulators
 // per query part, summed small part first; p·v's parts gathered small first in fresh
-// accumulators, added into o before o is rescaled for the next step, as there — though the tensor
-// cores may add inside one wgmma in another order than mma.sync does, so the bits are their own
-// (the BF16 and GAAC caches still share them: both run this kernel, attention.cu). Every warp
+// accumulators, added into o before o is rescaled for the next step, as there: on an H100 the same
+// bits as mma.sync's (attention.cu says where that was checked, and why BF16 and GAAC share this
+// kernel all the same). Every warp
 // takes every step (a warpgroup issues each wgmma together): a step none of a warp's rows can see
 // is masked to weight 0, which leaves its m, l and o exactly as they were.
 template <int kP>

@@ -141,19 +141,19 @@ if has sass; then
   ncu --import "$OUT/sass.ncu-rep" --print-details all 2>&1 | grep -E "Duration|Warp Cycles Per Issued|Stall (Wait|Long|Short)" | head -6
   rm -f "$OUT/sass.ncu-rep"
 fi
+# pp512 at depth 0 and after 32K for each value of the switch $1 in $2, caches $3 (bf16,gaac).
+pp512_by() {
+  for v in $2; do
+    echo "$1=$v (${3:-bf16,gaac}):"
+    env "$1=$v" timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches "${3:-bf16,gaac}" --depths 0 \
+      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
+  done
+}
 if has wide; then
   stage "wide prefill row groups: precision against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WIDE"
   timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
-  for W in ${WIDE_VALUES:-1 2 1 2}; do
-    echo "GAACRT_CUDA_PREFILL_WIDE=$W:"
-    GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
-      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
-  done
-  for W in ${WIDE_E8_VALUES-1 0}; do  # (WIDE_E8_VALUES="" skips the E8 runs)
-    echo "E8, GAACRT_CUDA_PREFILL_WIDE=$W:"
-    GAACRT_CUDA_PREFILL_WIDE=$W timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches e8 --depths 0 \
-      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
-  done
+  pp512_by GAACRT_CUDA_PREFILL_WIDE "${WIDE_VALUES:-1 2 1 2}"
+  pp512_by GAACRT_CUDA_PREFILL_WIDE "${WIDE_E8_VALUES-1 0}" e8  # (WIDE_E8_VALUES="" skips the E8 runs)
 fi
 if has wgmma; then
   stage "wgmma: the step tile's layout probe"
@@ -161,11 +161,7 @@ if has wgmma; then
   /tmp/wgmma_probe
   stage "wgmma: the wide prefill against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WGMMA"
   timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
-  for X in ${WGMMA_VALUES:-1 0 1 0}; do
-    echo "GAACRT_CUDA_PREFILL_WGMMA=$X:"
-    GAACRT_CUDA_PREFILL_WGMMA=$X timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches bf16,gaac --depths 0 \
-      --pp-depths 0,32768 --n-gen 4 --kv-budget-gib 0 2>&1 | grep -E "^pp512"
-  done
+  pp512_by GAACRT_CUDA_PREFILL_WGMMA "${WGMMA_VALUES:-1 0 1 0}"
 fi
 if has expand; then
   stage "GAAC prefill through BF16 pages: pp512 at depth 0 / 32K by GAACRT_CUDA_GAAC_EXPAND"

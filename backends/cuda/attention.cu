@@ -207,9 +207,9 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // the PTX ISA does not promise it; so a BF16 launch takes it only where a GAAC launch of the same
   // shape would run on it too, through its expanded pages (expansion_plan).
   const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
+  const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, 2, true);  // its eight stages
   const bool wgmma = kHaveWgmma && wide_pairs && !gaac && td == 128 && kv.n_half == 1 && info_.cc_major == 9 &&
-                     info_.cc_minor == 0 && !(pg && pg[0] == '0') &&
-                     attn::shared_ring_bytes(kD, false, blocks, kv_bytes, 2, true) <= (size_t)attn::kWarps * warp_bytes &&
+                     info_.cc_minor == 0 && !(pg && pg[0] == '0') && wgmma_ring <= (size_t)attn::kWarps * warp_bytes &&
                      expansion_plan(kv, args, n_seqs).bytes > 0;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,

@@ -153,10 +153,10 @@ __device__ __forceinline__ void issue_bf16_spread(const KVLayerView& kv, const u
   }
 }
 
-// The wgmma step tile (attention_wgmma.cuh, head size 128): a two-block step's K, then its V,
-// kWgTileBytes each, as 16-byte chunks in column order — the chunk of key r of the step's 32
-// (block i's row r - 16 i) and channels 8c .. 8c+7 at byte 512 c + 16 r — so that 8 keys x 8
-// channels are one 128-byte core matrix, the layout wgmma reads without swizzle (wgmma.cuh), for
+// The wgmma step tile (attention_wide.cuh wg_block_math, head size 128): a two-block step's K,
+// then its V, kWgTileBytes each, as 16-byte chunks in column order — the chunk of key r of the
+// step's 32 (block i's row r - 16 i) and channels 8c .. 8c+7 at byte 512 c + 16 r — so that 8 keys
+// x 8 channels are one 128-byte core matrix, the layout wgmma reads without swizzle (wgmma.cuh), for
 // q·k (K-major) and p·v (MN-major) alike. Block i of the step goes to rows 16 i ..; each of the
 // 128 threads copies two chunks of each page, lanes running down a column's 16 rows (a warp's
 // stores fill two runs of 256 contiguous bytes; its loads, whole 32-byte sectors). Rows at or past

@@ -114,7 +114,7 @@ __device__ __forceinline__ void wide_row_scores(const float (&s)[kN][kP][2][4], 
     }
 }
 
-// The weights w as kP bf16 parts of the A operand, block i's in pf[i] (wide_pv; attention_wgmma.cuh).
+// The weights w as kP bf16 parts of the A operand, block i's in pf[i] (wide_pv, wg_block_math).
 template <int kN, int kP>
 __device__ __forceinline__ void weight_parts(const float (&w)[2][4 * kN], uint32_t (&pf)[kN][kP][4]) {
 #pragma unroll

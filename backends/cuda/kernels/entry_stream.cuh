@@ -96,9 +96,11 @@ struct EntryStream {
     commit_group();
   }
   // issue_ahead for iterations it and it + 1 (it and kS - 1 even): both blocks' entries are read
-  // out first, so that their shuffles' latencies overlap (one block after the other, the wgmma
-  // prefill spent ~10% of its stall samples on the first use of a shuffled entry; H100, the
-  // eighteenth session). Past the stream's end get() reads entries nothing uses.
+  // out first, so that their shuffles' latencies overlap. (One block after the other, the wgmma
+  // prefill had ~10% of its stall samples on the first use of a shuffled entry; with this and one
+  // address per page those moved to the step's next instructions and pp512 after 32K stayed where
+  // it was, 4,284-4,293 tok/s on an H100, the eighteenth session.) Past the stream's end get()
+  // reads entries nothing uses.
   template <int kS, typename Issue>
   __device__ __forceinline__ void issue_ahead_pair(int32_t it, Issue&& issue) {
     static_assert((kS - 1) % 2 == 0, "pairs start on even iterations");

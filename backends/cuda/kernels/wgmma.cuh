@@ -1,6 +1,7 @@
 // wgmma.cuh — Hopper's warpgroup matrix multiply (PTX `wgmma.mma_async`, sm_90a only): the few
-// shapes the prefill attention of attention_wgmma.cuh issues, with A (queries, softmax weights) in
-// registers and B (K, V) in shared memory read through a matrix descriptor, fp32 accumulators.
+// shapes the prefill attention of attention_wide.cuh (wg_block_math) issues, with A (queries,
+// softmax weights) in registers and B (K, V) in shared memory read through a matrix descriptor,
+// fp32 accumulators.
 //
 // One wgmma is issued by the four warps of a warpgroup together (".sync.aligned": all 128 threads
 // execute it, with the same descriptor) and multiplies a 64-row A by B: warp w holds rows

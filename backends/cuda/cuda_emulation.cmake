@@ -8,13 +8,16 @@
 # gaacrt::cuda becomes gaacrt::cuda_emulated (-Dcuda=...), so that these objects and the real CUDA
 # backend's link into one library side by side.
 set(_cuda_dir ${CMAKE_CURRENT_LIST_DIR})
-file(GLOB _cuda_emu_sources CONFIGURE_DEPENDS ${_cuda_dir}/*.cu ${_cuda_dir}/*.cpp)
+file(GLOB _cuda_emu_sources CONFIGURE_DEPENDS ${_cuda_dir}/*.cu ${_cuda_dir}/sm90a/*.cu ${_cuda_dir}/*.cpp)
 add_library(gaacrt_cuda_emulated OBJECT ${_cuda_emu_sources} ${_cuda_dir}/emulation/cuda_emu.cpp)
 set_source_files_properties(${_cuda_emu_sources} PROPERTIES LANGUAGE CXX)
 target_include_directories(gaacrt_cuda_emulated BEFORE PRIVATE ${_cuda_dir}/emulation)
 target_include_directories(gaacrt_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/backends
-                           ${PROJECT_SOURCE_DIR}/include)
-target_compile_definitions(gaacrt_cuda_emulated PRIVATE __CUDACC__ cuda=cuda_emulated GAACRT_BUILDING_LIBRARY)
+                           ${PROJECT_SOURCE_DIR}/include ${_cuda_dir})
+# The emulated device is compute capability 9.0 and the emulation emulates wgmma (kernels/wgmma.cuh):
+# sm90a/'s kernels are built here too, and attention.cu takes them as on an H100.
+target_compile_definitions(gaacrt_cuda_emulated PRIVATE __CUDACC__ cuda=cuda_emulated GAACRT_BUILDING_LIBRARY
+                           GAACRT_CUDA_SM90A=1)
 # Kernels read and write through reinterpret_cast as CUDA code does: no type-based aliasing
 # assumptions. Same float rules as the rest of the library (no contraction).
 target_compile_options(gaacrt_cuda_emulated PRIVATE -xc++ -include ${_cuda_dir}/emulation/cuda_emu.h

@@ -19,7 +19,9 @@
 //     stale; dynamic shared memory starts as 0xFF bytes (a NaN pattern) in every block;
 //   - mma.sync multiplies exactly and accumulates in double, rounding once per output element (the
 //     tensor cores' own order is unspecified; tests compare against the CPU within tolerances and
-//     bit for bit only between two runs of the same emulated kernels); ex2.approx is exp2f.
+//     bit for bit only between two runs of the same emulated kernels); ex2.approx is exp2f;
+//   - wgmma (kernels/wgmma.cuh) runs as each warp's mma.sync over its rows, B read from shared
+//     memory at the descriptor's layout, at once: a missing wgmma.wait_group goes unseen.
 // Not modelled: timing, concurrency between blocks or kernels (launches run in stream order, so
 // programmatic dependent launch has nothing to overlap), registers and occupancy.
 #pragma once

@@ -19,6 +19,7 @@
 // and V out so that both read the same bytes.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "attention_ptx.cuh"
 
@@ -31,11 +32,45 @@
 namespace gaacrt::cuda::attn {
 
 // A shared-memory matrix descriptor without swizzle: the start address, LBO and SBO in bytes
-// (16-byte multiples, each stored >> 4 in 14 bits).
+// (16-byte multiples, each stored >> 4 in 14 bits). (The emulation's address: the offset into the
+// block's dynamic shared memory.)
 __device__ __forceinline__ uint64_t wg_desc(const void* p, uint32_t lbo, uint32_t sbo) {
+#if defined(GAACRT_CUDA_EMULATION)
+  const uint64_t a = (((uintptr_t)p - (uintptr_t)gaacrt_cuda_emu::dynamic_smem()) & 0x3FFFFu) >> 4;
+#else
   const uint64_t a = (smem_u32(p) & 0x3FFFFu) >> 4;
+#endif
   return a | ((uint64_t)((lbo & 0x3FFFFu) >> 4) << 16) | ((uint64_t)((sbo & 0x3FFFFu) >> 4) << 32);
 }
+
+#if defined(GAACRT_CUDA_EMULATION)
+// The emulation of a wgmma: each warp's rows as m16n8k16 products (mma_bf16, which the emulation
+// resolves per warp), one per 8 columns, each lane's B fragment read from shared memory where the
+// descriptor puts element (k, n): K-major at (n % 8) 16 + (n / 8) SBO + (k % 8) 2 + (k / 8) LBO,
+// MN-major (kTrans) at (n % 8) 2 + (n / 8) SBO + (k % 8) 16 + (k / 8) LBO (the PTX ISA's canonical
+// layouts without swizzle; bench/wgmma_layout_probe.cu checked both on an H100). Synchronous: the
+// results are there at the call, so a missing wgmma_wait goes unseen here.
+template <bool kTrans>
+inline void wg_emulate(float* const* d, int n8, const uint32_t (&a)[4], uint64_t desc, bool acc) {
+  const uint8_t* base = gaacrt_cuda_emu::dynamic_smem() + ((desc & 0x3FFFu) << 4);
+  const uint32_t lbo = (uint32_t)((desc >> 16) & 0x3FFFu) << 4, sbo = (uint32_t)((desc >> 32) & 0x3FFFu) << 4;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  auto el = [&](int k, int n) -> uint32_t {
+    const uint32_t off = kTrans ? (n % 8) * 2 + (n / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo
+                                : (n % 8) * 16 + (n / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+    uint16_t v;
+    std::memcpy(&v, base + off, 2);
+    return v;
+  };
+  for (int j = 0; j < n8; ++j) {  // the mma's B fragment: {B[2t][n], B[2t+1][n]}, {B[2t+8][n], B[2t+9][n]}
+    const int n = 8 * j + g;
+    const uint32_t b0 = el(2 * t, n) | el(2 * t + 1, n) << 16, b1 = el(2 * t + 8, n) | el(2 * t + 9, n) << 16;
+    if (!acc)
+      for (int x = 0; x < 4; ++x) d[j][x] = 0.f;  // scale-d 0: D = A B
+    mma_bf16(d[j], a, b0, b1);
+  }
+}
+#endif
 
 __device__ __forceinline__ void wgmma_fence() {
 #if GAACRT_WGMMA_ASM
@@ -56,7 +91,9 @@ __device__ __forceinline__ void wgmma_wait() {
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
 // window (between the wgmma that names it and the wait): it sees the value change here.
 __device__ __forceinline__ void wg_pin(float (&d)[4]) {
+#if !defined(GAACRT_CUDA_EMULATION)
   asm volatile("" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])::"memory");
+#endif
 }
 
 // d (+)= a · B for 64 rows x 16 columns (two 8-column fragments d0, d1), B K-major.
@@ -69,6 +106,9 @@ __device__ __forceinline__ void wgmma_n16(float (&d0)[4], float (&d1)[4], const 
       "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
       : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"((int)acc));
+#elif defined(GAACRT_CUDA_EMULATION)
+  float* const d[2] = {d0, d1};
+  wg_emulate<false>(d, 2, a, desc, acc);
 #endif
 }
 
@@ -84,6 +124,9 @@ __device__ __forceinline__ void wgmma_n32(float (&d0)[4], float (&d1)[4], float 
       : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]),
         "+f"(d2[0]), "+f"(d2[1]), "+f"(d2[2]), "+f"(d2[3]), "+f"(d3[0]), "+f"(d3[1]), "+f"(d3[2]), "+f"(d3[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"((int)acc));
+#elif defined(GAACRT_CUDA_EMULATION)
+  float* const d[4] = {d0, d1, d2, d3};
+  wg_emulate<false>(d, 4, a, desc, acc);
 #endif
 }
 
@@ -101,6 +144,9 @@ __device__ __forceinline__ void wgmma_n64_t(float (&d)[8][4], const uint32_t (&a
         "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"((int)acc));
+#elif defined(GAACRT_CUDA_EMULATION)
+  float* const dd[8] = {d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]};
+  wg_emulate<true>(dd, 8, a, desc, acc);
 #endif
 }
 

@@ -174,8 +174,8 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   const bool issuer = warp == 0 || spread;  // warp-uniform
   const GaacStaging& gs = P.gaac_stage;
   auto issue = [&](int32_t it, const uint32_t (&e)[kT]) {  // issuers only
-    issue_stage<kD, kGaac, kWgTile>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane, spread,
-                           len - (B0 + it) * KV_BLOCK_TOKENS);
+    issue_stage<kD, kGaac, kWgTile>(kv, gs, P.half_bytes, e, it % kSS, base, kv_bytes, ents, bars, bulk, lane,
+                                    spread, len - (B0 + it) * KV_BLOCK_TOKENS);
   };
   EntryStream<kT> es;  // the issuers' (each warp loads the same entries when spread)
   if (issuer) {

@@ -225,9 +225,9 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN],
 // per query part, summed small part first; p·v's parts gathered small first in fresh
 // accumulators, added into o before o is rescaled for the next step, as there: on an H100 the same
 // bits as mma.sync's (attention.cu says where that was checked, and why BF16 and GAAC share this
-// kernel all the same). Every warp
-// takes every step (a warpgroup issues each wgmma together): a step none of a warp's rows can see
-// is masked to weight 0, which leaves its m, l and o exactly as they were.
+// kernel all the same). Every warp takes every step (a warpgroup issues each wgmma together): a
+// step none of a warp's rows can see is masked to weight 0, which leaves its m, l and o exactly as
+// they were.
 template <int kP>
 struct WgHeld {
   const uint8_t* tile;    // the held step's tile (its V at tile + kWgTileBytes)

@@ -360,14 +360,18 @@ def test_cuda_prefill_in_two_block_steps_gaac_is_bit_identical_to_bf16(tmp_path,
 
     bf16, _ = run("bf16")
     gaac, s = run("gaac")
-    monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", "0")  # the GAAC kernels' own decode
+    # The GAAC kernels' own decode; BF16 launches then keep mma.sync's two-block steps too (on
+    # compute capability 9.0 they take the wgmma kernel only where a GAAC launch would expand).
+    monkeypatch.setenv("GAACRT_CUDA_GAAC_EXPAND", "0")
     in_kernel, _ = run("gaac")
+    bf16_mma, _ = run("bf16")
     monkeypatch.delenv("GAACRT_CUDA_GAAC_EXPAND")
     one, _ = run("bf16", "1")
     assert s.kv_stats()["k"]["tiles_encoded"] > 0 and s.kv_stats()["v"]["tiles_encoded"] > 0
     assert np.isfinite(bf16).all()
     assert np.array_equal(gaac.view(np.uint32), bf16.view(np.uint32))
-    assert np.array_equal(in_kernel.view(np.uint32), bf16.view(np.uint32))
+    assert np.array_equal(in_kernel.view(np.uint32), bf16_mma.view(np.uint32))
+    assert rel(bf16, bf16_mma) < 2e-3
     assert rel(bf16, one) < 2e-3
     assert not np.array_equal(bf16.view(np.uint32), one.view(np.uint32))
 
@@ -402,39 +406,49 @@ sys.path.insert(0, sys.argv[1])
 from fixtures.cuda_target import CUDA
 gpu = gaacrt.Model(sys.argv[2], backend=CUDA)
 toks = [int(t) for t in np.random.default_rng(3).integers(3, gpu.n_vocab, 200)]
-s = gpu.session(n_ctx=256, cache="gaac", n_ubatch=64)
+s = gpu.session(n_ctx=256, cache=sys.argv[4], n_ubatch=64)
 np.save(sys.argv[3], s.eval(toks, all_logits=True))
-assert s.kv_stats()["k"]["tiles_encoded"] > 0
+if sys.argv[4] == "gaac":
+    assert s.kv_stats()["k"]["tiles_encoded"] > 0
 """
 
 
 def test_cuda_gaac_expansion_over_its_memory_cap_falls_back(tmp_path):
     # Which path a GAAC prefill took, by the attention timeline (attention_timeline.h: a line per
     # launch, naming the format it ran as): through BF16 pages by default, in the GAAC kernels with
-    # GAACRT_CUDA_GAAC_EXPAND_MIB=0 (the cap, read once per process: a subprocess each). The same
-    # bits either way.
+    # GAACRT_CUDA_GAAC_EXPAND_MIB=0 (the cap, read once per process: a subprocess each). Either
+    # way the BF16 cache's bits: its launches take the wgmma kernel (compute capability 9.0) only
+    # where a GAAC launch would expand, so both caches run one kernel. The two paths' logits are
+    # close, and the same bits but on 9.0 (the wgmma kernel's four-block steps sum other products).
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "m.gguf", "llama", seed=5, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)
     tests_dir = str(Path(__file__).resolve().parent)
     logits, formats = {}, {}
-    for cap in ("", "0"):
-        line_file, out = tmp_path / f"timeline{cap}.txt", tmp_path / f"logits{cap}.npy"
-        env = dict(os.environ, GAACRT_CUDA_ATTN_TIMELINE=str(line_file))
-        env.pop("GAACRT_CUDA_GAAC_EXPAND", None)
-        if cap:
-            env["GAACRT_CUDA_GAAC_EXPAND_MIB"] = cap
-        r = subprocess.run([sys.executable, "-c", EXPAND_RUN, tests_dir, str(path), str(out)], env=env,
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stdout + r.stderr
-        logits[cap] = np.load(out)
-        formats[cap] = [ln.split()[0] for ln in line_file.read_text().splitlines() if ln.strip()]
+    for cache in ("gaac", "bf16"):
+        for cap in ("", "0"):
+            line_file, out = tmp_path / f"timeline{cache}{cap}.txt", tmp_path / f"logits{cache}{cap}.npy"
+            env = dict(os.environ, GAACRT_CUDA_ATTN_TIMELINE=str(line_file))
+            for name in ("GAACRT_CUDA_GAAC_EXPAND", "GAACRT_CUDA_PREFILL_WGMMA"):
+                env.pop(name, None)
+            if cap:
+                env["GAACRT_CUDA_GAAC_EXPAND_MIB"] = cap
+            r = subprocess.run([sys.executable, "-c", EXPAND_RUN, tests_dir, str(path), str(out), cache], env=env,
+                               capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, r.stdout + r.stderr
+            logits[cache, cap] = np.load(out)
+            formats[cache, cap] = [ln.split()[0] for ln in line_file.read_text().splitlines() if ln.strip()]
     # 200 tokens in chunks of 64: 4 prefill launches a layer, 2 layers; a chunk of 8 tokens (the
     # last) is 32 rows, one row group: the GAAC kernels either way. The others' 256 rows are more.
-    assert formats[""] == ["bf16"] * 6 + ["gaac"] * 2, formats[""]
-    assert formats["0"] == ["gaac"] * 8, formats["0"]
-    assert np.isfinite(logits[""]).all()
-    assert np.array_equal(logits[""].view(np.uint32), logits["0"].view(np.uint32))
+    assert formats["gaac", ""] == ["bf16"] * 6 + ["gaac"] * 2, formats["gaac", ""]
+    assert formats["gaac", "0"] == ["gaac"] * 8, formats["gaac", "0"]
+    for cap in ("", "0"):
+        assert np.isfinite(logits["gaac", cap]).all()
+        assert np.array_equal(logits["gaac", cap].view(np.uint32), logits["bf16", cap].view(np.uint32)), cap
+    a, b = logits["gaac", ""], logits["gaac", "0"]
+    assert rel(a, b) < 2e-3  # (the two-block test's bound against other sums)
+    if gaacrt.cuda_devices(CUDA)[0]["compute_capability"] != (9, 0):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 @pytest.mark.parametrize("expand", ["", "0"], ids=["expanded", "in-kernel"])

@@ -193,29 +193,42 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
         assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
 
 
+@pytest.mark.parametrize("steps", ["default", "2"])
 @pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,window,cap", [
     (900, 200, 32, 8, 0, 0.0),    # Llama-3 shape
-    (913, 37, 32, 8, 0, 0.0),     # an odd number of blocks: the stream ends with a one-block step
+    (913, 37, 32, 8, 0, 0.0),     # an odd number of blocks: the stream's last step padded
     (700, 300, 8, 8, 0, 0.0),     # no GQA
-    (700, 150, 8, 2, 106, 0.0),   # a window starting inside a two-block step
+    (700, 150, 8, 2, 106, 0.0),   # a window starting inside a step
     (640, 100, 8, 2, 0, 30.0),    # softcap
+    (130, 70, 8, 2, 0, 0.0),      # a stream of 9 blocks: three steps, the last one block and three of padding
 ])
-def test_cuda_wgmma_prefill_gives_the_mma_sync_bits(cuda, monkeypatch, n_ctx, n_q, n_head, n_kv, window, cap):
-    # On compute capability 9.0 the two-block steps at head size 128 run on the warpgroup mma
-    # (attention_wide.cuh wg_block_math; GAACRT_CUDA_PREFILL_WGMMA=0 keeps mma.sync): the same k16
-    # products summed in the same order, which on an H100 gave mma.sync's bits (attention.cu).
+def test_cuda_wgmma_prefill_matches_cpu_and_mma_sync(cuda, cpu, monkeypatch, steps, n_ctx, n_q, n_head, n_kv, window,
+                                                     cap):
+    # On compute capability 9.0 the wide row groups at head size 128 run on the warpgroup mma
+    # (attention_wide.cuh; GAACRT_CUDA_PREFILL_WGMMA=0 keeps mma.sync's two-block steps). Its
+    # default steps of four blocks sum other products than mma.sync's two-block steps: within the
+    # attention tests' bound of the CPU and of mma.sync, and other bits (so it ran). Its two-block
+    # steps (=2) are the same k16 products in the same order, which gave mma.sync's bits.
     if gaacrt.cuda_devices(CUDA)[0]["compute_capability"] != (9, 0):
         pytest.skip("the wgmma prefill runs on compute capability 9.0 only")
     rng = np.random.default_rng(n_ctx + 5 * n_q)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, 128)
-    run = lambda: _core.op_attention(cuda, k, v, q, 1 / np.sqrt(128), sliding_window=window, softcap=cap)  # noqa: E731
+    run = lambda b: _core.op_attention(b, k, v, q, 1 / np.sqrt(128), sliding_window=window, softcap=cap)  # noqa: E731
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
-    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", "1")
-    wg = run()
+    if steps == "default":
+        monkeypatch.delenv("GAACRT_CUDA_PREFILL_WGMMA", raising=False)
+    else:
+        monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", steps)
+    wg = run(cuda)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", "0")
-    mma = run()
+    mma = run(cuda)
     assert np.isfinite(wg).all()
-    assert np.array_equal(wg.view(np.uint32), mma.view(np.uint32))
+    if steps == "2":
+        assert np.array_equal(wg.view(np.uint32), mma.view(np.uint32))
+    else:
+        assert rel(wg, run(cpu)) < 1e-5  # the attention tests' bound
+        assert rel(wg, mma) < 1e-5
+        assert not np.array_equal(wg.view(np.uint32), mma.view(np.uint32))
 
 
 @pytest.mark.parametrize("d", [32, 64])

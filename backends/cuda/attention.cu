@@ -20,7 +20,7 @@ namespace gaacrt::cuda {
 constexpr bool kHaveWgmma = true;  // sm90a/attention_prefill_wgmma_bf16.cu
 #else
 constexpr bool kHaveWgmma = false;
-bool attn::launch_attention_prefill_wgmma_bf16(const KernelArgs&, dim3, size_t, cudaStream_t, int) { return false; }
+bool attn::launch_attention_prefill_wgmma_bf16(const KernelArgs&, dim3, size_t, cudaStream_t, int, int) { return false; }
 #endif
 
 void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,
@@ -206,10 +206,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // compares this kernel, under an expanded GAAC launch, with the GAAC kernels bit for bit), but
   // the PTX ISA does not promise it; so a BF16 launch takes it only where a GAAC launch of the same
   // shape would run on it too, through its expanded pages (expansion_plan).
+  // Its steps: four blocks (64 keys, a ring of twelve stages, ~102 KiB: the launch's shared memory
+  // grows to it, two thread blocks a multiprocessor still), or with GAACRT_CUDA_PREFILL_WGMMA=2
+  // two with the step before held (eight stages, inside the shared memory sized above).
   const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
-  const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, 2, true);  // its eight stages
+  const int wg_steps = pg && pg[0] == '2' ? 2 : 4;
+  const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, wg_steps, wg_steps == 2);
   const bool wgmma = kHaveWgmma && wide_pairs && !gaac && td == 128 && kv.n_half == 1 && info_.cc_major == 9 &&
-                     info_.cc_minor == 0 && !(pg && pg[0] == '0') && wgmma_ring <= (size_t)attn::kWarps * warp_bytes &&
+                     info_.cc_minor == 0 && !(pg && pg[0] == '0') &&
+                     wgmma_ring <= (wg_steps == 2 ? (size_t)attn::kWarps * warp_bytes : (size_t)max_dynamic_smem(device_)) &&
                      expansion_plan(kv, args, n_seqs).bytes > 0;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,
@@ -222,7 +227,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (wgmma)
-    attn::launch_attention_prefill_wgmma_bf16(P, grid, smem, stream_, device_);
+    attn::launch_attention_prefill_wgmma_bf16(P, grid, std::max(smem, wgmma_ring), stream_, device_, wg_steps);
   else if (wide_pairs)
     (gaac ? attn::launch_attention_prefill_pairs_gaac : attn::launch_attention_prefill_pairs_bf16)(P, grid, smem, stream_,
                                                                                             device_);

@@ -294,10 +294,11 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     pdl_begin();
     if constexpr (kShared) {
       const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-      if constexpr (kShared == 3) {  // the same on the warpgroup mma (attention_prefill_wgmma_bf16.cu)
+      if constexpr (kShared == 3 || kShared == 4) {  // on the warpgroup mma (attention_prefill_wgmma_bf16.cu)
         static_assert(kD == 128 && kB == 3 && !kGaac, "wgmma steps: BF16, head size 128, three-block build");
         // (no padding to zero: attention.cu takes this kernel only where d = 128)
-        prefill_wide<kD, kGaac, kB, 2, 2, true>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+        constexpr int kSteps = kShared == 3 ? 2 : 4;
+        prefill_wide<kD, kGaac, kB, kSteps, 2, kSteps>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
         return;
       } else if constexpr (kShared == 2) {  // two-block steps, two parts (attention_prefill_pairs_*.cu)
         static_assert(kD == 128 && kB == 3, "two-block steps: head size 128, three-block build");
@@ -421,6 +422,8 @@ void launch_attention_prefill_pairs_gaac(const KernelArgs& P, dim3 grid, size_t 
 // The kShared = 3 kernel (the kShared = 2 kernel's steps on the warpgroup mma, sm_90a; BF16 pages,
 // head size 128), in sm90a/attention_prefill_wgmma_bf16.cu when the build has sm_90a code
 // (GAACRT_CUDA_SM90A; false otherwise, launching nothing).
-bool launch_attention_prefill_wgmma_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device);
+// steps: 2 (kShared = 3, the two-block steps with the step before held) or 4 (kShared = 4).
+bool launch_attention_prefill_wgmma_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
+                                         int steps);
 
 }  // namespace gaacrt::cuda::attn

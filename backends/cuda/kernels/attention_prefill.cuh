@@ -12,10 +12,11 @@ namespace gaacrt::cuda::attn {
 // completing on the stage's barrier in bars, else cp.async. The calling warp's lanes issue them —
 // or, spread (BF16), this warp's quarter: by bulk copies a quarter of the rows (the barrier takes
 // four arrivals), by cp.async (the usual tile) a quarter of the chunks, zero-filling rows at or
-// past n_valid (issue_bf16_spread). kWgTile (BF16, head size 128, two-block steps in a ring of an
-// even number of stages): into the wgmma step tile over the step's two stages instead
-// (issue_bf16_step_tile; stage pair slot & ~1, the block's place in its step slot & 1).
-template <int kD, bool kGaac, bool kWgTile = false>
+// past n_valid (issue_bf16_spread). kWgTile (BF16, head size 128, steps of kWgTile blocks in a
+// ring of a multiple of kWgTile stages): into the wgmma step tile over the step's stages instead
+// (issue_bf16_step_tile; the step's first stage slot - slot % kWgTile, the block's place in its
+// step slot % kWgTile).
+template <int kD, bool kGaac, int kWgTile = 0>
 __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacStaging& gs, uint32_t half_bytes,
                                             const uint32_t (&e)[TileGeom<kD>::kTiles], int slot, uint8_t* stages,
                                             uint32_t kv_bytes, uint32_t* ents, uint64_t* bars, bool bulk, int lane,
@@ -32,7 +33,8 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
     uint16_t* kt = reinterpret_cast<uint16_t*>(sk);
     uint16_t* vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
     if constexpr (kWgTile)
-      issue_bf16_step_tile<kD, kThreads>(kv, e, stages + 2 * (slot & ~1) * kv_bytes, slot & 1, threadIdx.x, n_valid);
+      issue_bf16_step_tile<kD, kThreads, kWgTile>(kv, e, stages + 2 * (slot - slot % kWgTile) * kv_bytes,
+                                                  slot % kWgTile, threadIdx.x, n_valid);
     else if (spread && !bulk) issue_bf16_spread<kD, kThreads>(kv, e, kt, vt, threadIdx.x, n_valid);
     else if (spread) issue_bf16<kD>(kv, e, kt, vt, lane, bar, threadIdx.x >> 5, kWarps);
     else issue_bf16<kD>(kv, e, kt, vt, lane, bar);
@@ -57,16 +59,16 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // changed no test).
 // Stages: a step's blocks in use and two steps' in flight for kStep = 2 (six); for one-block
 // steps twice a decode warp's stage_count (four at head size 128 in the three-block build). The
-// wgmma steps (wg: their p·v runs behind the next step's q·k, attention_wide.cuh) keep the step
-// before too (eight).
-__host__ __device__ constexpr int shared_stage_count(int kD, int blocks, int step = 1, bool wg = false) {
-  return step == 1 ? 2 * stage_count(kD, blocks) : (wg ? 4 : 3) * step;
+// two-block wgmma steps (hold: their p·v runs behind the next step's q·k, attention_wide.cuh)
+// keep the step before too (eight).
+__host__ __device__ constexpr int shared_stage_count(int kD, int blocks, int step = 1, bool hold = false) {
+  return step == 1 ? 2 * stage_count(kD, blocks) : (hold ? 4 : 3) * step;
 }
 // Shared bytes of the ring: stages, GAAC's decoded K and V tiles (a pair per block of a step), the
 // stages' barriers and entries.
 __host__ __device__ constexpr uint32_t shared_ring_bytes(int kD, bool gaac, int blocks, uint32_t kv_bytes,
-                                                         int step = 1, bool wg = false) {
-  const uint32_t stages = shared_stage_count(kD, blocks, step, wg), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
+                                                         int step = 1, bool hold = false) {
+  const uint32_t stages = shared_stage_count(kD, blocks, step, hold), tile = KV_BLOCK_TOKENS * (kD + 8) * 2;
   return stages * 2 * kv_bytes + (gaac ? 2 * step * tile : 0) + stages * 8 +
          stages * (kD > KV_TILE_MAX_DIM ? 4 : 2) * 4;
 }
@@ -133,21 +135,25 @@ __device__ __forceinline__ void row_blocks(const AttnSeq& s, int32_t G, int32_t 
 // warp 0 waiting on it; by cp.async (the usual tile) a quarter of each page's chunks, each thread
 // waiting for its own before A, the newest block's rows past the last token zero-filled by the
 // copies (against warp 0 alone: pp512 after 32K 2,718 against 2,257 tok/s on the H100). Padded
-// heads' BF16 pages and GAAC's slots (a slot is one contiguous copy): warp 0. kWgTile: a step's
-// blocks go to the wgmma step tile (issue_stage) and kt[0] is its start (attention_wide.cuh).
-template <int kD, bool kGaac, int kB, int kStep, bool kWgTile = false, class Start, class Math>
+// heads' BF16 pages and GAAC's slots (a slot is one contiguous copy): warp 0. kWgTile (= kStep):
+// a step's blocks go to the wgmma step tile (issue_stage) and kt[0] is its start
+// (attention_wide.cuh); the stream's last step is padded to kStep blocks, zero-filled (released
+// entries past the stream), so that the wgmma sizes stay constants. Two-block steps (kWgTile = 2)
+// hold the step before (its p·v runs behind the next step's q·k).
+template <int kD, bool kGaac, int kB, int kStep, int kWgTile = 0, class Start, class Math>
 __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t B0,
                                               int32_t B1, uint8_t* base, const GaacLanes& GL,
                                               const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
                                               const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], Start&& start,
                                               Math&& math, bool bf16_bulk = true) {
-  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB, kStep, kWgTile);
+  constexpr bool kHold = kWgTile == 2;
+  constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kSS = shared_stage_count(kD, kB, kStep, kHold);
   constexpr int kT = TileGeom<kD>::kTiles, kR = TileGeom<kD>::kRounds;
   // Blocks issued before the first step; block it + kAhead is issued at block it's turn, into the
-  // stages of the step before (kWgTile: of the step before that; the step before is still read).
-  constexpr int kAhead = kSS - (kWgTile ? 2 : 1) * kStep;
+  // stages of the step before (kHold: of the step before that; the step before is still read).
+  constexpr int kAhead = kSS - (kHold ? 2 : 1) * kStep;
   static_assert(kR <= kWarps, "a warp per decode round");
-  static_assert(kStep == 1 || kStep * kR <= kWarps, "a step's decode rounds on different warps");
+  static_assert(!kGaac || kStep == 1 || kStep * kR <= kWarps, "a step's decode rounds on different warps");
   const KVLayerView& kv = P.kv;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t len = s.pos0 + s.n_q;
@@ -158,8 +164,9 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kSS);  // [kSS][kT]
   constexpr bool kBulk = GAACRT_BULK_COPY;
   const int32_t n_iter = B1 - B0;
-  static_assert(!kWgTile || (!kGaac && kStep == 2 && kSS % 2 == 0 && 4 * kTileBytes >= 2 * kWgTileBytes),
-                "the wgmma step tile: BF16 pages, two-block steps on stage pairs that hold it");
+  static_assert(!kWgTile || (!kGaac && kStep == kWgTile && kSS % kStep == 0 &&
+                             2 * kStep * kTileBytes >= 2 * wg_tile_bytes(kStep)),
+                "the wgmma step tile: BF16 pages, a step's stages hold it");
   const bool bulk = kBulk && !kWgTile && (kGaac || (bf16_bulk && n_iter >= P.bulk_min_blocks));
   // BF16 pages: every warp issues a quarter of each block (block-uniform): by bulk copies where
   // the rows allow them, else by cp.async in the usual tile.
@@ -179,7 +186,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   };
   EntryStream<kT> es;  // the issuers' (each warp loads the same entries when spread)
   if (issuer) {
-    es.start(kv, s.table, kvh, B0, 1, n_iter);
+    es.start(kv, s.table, kvh, B0, 1, n_iter, kWgTile ? (n_iter + kStep - 1) / kStep * kStep : 0);
     es.template issue_first<kAhead + 1>(issue);
   }
   start();
@@ -219,14 +226,14 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     }
     __syncthreads();  // A: the step's blocks are staged for every warp
     // Blocks it + kAhead .. into the stages the step before used (freed by A: every warp is done
-    // with them; kWgTile: the step before that, whose p·v every warp waited for in the step
+    // with them; kHold: the step before that, whose p·v every warp waited for in the step
     // before), then every issuer starts on this step.
-    // (kWgTile: before the step's wgmma, not behind them: issued while a wgmma was in flight, the
+    // (kHold: before the step's wgmma, not behind them: issued while a wgmma was in flight, the
     // copies' address registers waited for the registers the wgmma still read — pp512 after 32K
     // 4,150 against 4,290 tok/s on an H100, the eighteenth session.)
     if (issuer) {
       if constexpr (kWgTile) {
-        es.template issue_ahead_pair<kAhead + 1>(it, issue);
+        es.template issue_ahead_group<kAhead + 1, kStep>(it, issue);
       } else {
 #pragma unroll
         for (int i = 0; i < kStep; ++i) es.template issue_ahead<kAhead + 1>(it + i, issue);

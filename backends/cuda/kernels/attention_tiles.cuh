@@ -153,31 +153,35 @@ __device__ __forceinline__ void issue_bf16_spread(const KVLayerView& kv, const u
   }
 }
 
-// The wgmma step tile (attention_wide.cuh wg_block_math, head size 128): a two-block step's K,
-// then its V, kWgTileBytes each, as 16-byte chunks in column order — the chunk of key r of the
-// step's 32 (block i's row r - 16 i) and channels 8c .. 8c+7 at byte 512 c + 16 r — so that 8 keys
-// x 8 channels are one 128-byte core matrix, the layout wgmma reads without swizzle (wgmma.cuh), for
-// q·k (K-major) and p·v (MN-major) alike. Block i of the step goes to rows 16 i ..; each of the
-// 128 threads copies two chunks of each page, lanes running down a column's 16 rows (a warp's
-// stores fill two runs of 256 contiguous bytes; its loads, whole 32-byte sectors). Rows at or past
-// n_valid and released pages are zero-filled by the copies, as in issue_bf16_spread.
-constexpr uint32_t kWgTileBytes = 32 * 128 * 2;
-template <int kD, int kNT>
+// The wgmma step tile (attention_wide.cuh, head size 128): a step of kN blocks' K, then its V,
+// wg_tile_bytes(kN) each, as 16-byte chunks in column order — the chunk of key r of the step's
+// 16 kN (block i's row r - 16 i) and channels 8c .. 8c+7 at byte wg_col_bytes(kN) c + 16 r — so
+// that 8 keys x 8 channels are one 128-byte core matrix, the layout wgmma reads without swizzle
+// (wgmma.cuh), for q·k (K-major) and p·v (MN-major) alike. Block i of the step goes to rows 16 i
+// ..; each of the 128 threads copies two chunks of each page, lanes running down a column's 16
+// rows (a warp's stores fill two runs of 256 contiguous bytes; its loads, whole 32-byte sectors).
+// Rows at or past n_valid and released pages (a step's blocks past the stream's end) are
+// zero-filled by the copies, as in issue_bf16_spread.
+__host__ __device__ constexpr uint32_t wg_col_bytes(int kN) { return 16u * KV_BLOCK_TOKENS * kN; }
+__host__ __device__ constexpr uint32_t wg_tile_bytes(int kN) { return 16 * wg_col_bytes(kN); }  // 128 channels
+constexpr uint32_t kWgTileBytes = wg_tile_bytes(2);
+template <int kD, int kNT, int kN = 2>
 __device__ __forceinline__ void issue_bf16_step_tile(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
                                                      uint8_t* tile, int i, int tid, int32_t n_valid) {
   static_assert(kD == 128 && TileGeom<kD>::kTiles == 2 && kNT == 128, "head size 128, one tile a side, 128 threads");
+  constexpr uint32_t kCol = wg_col_bytes(kN);
   // This thread's chunks: row tid % 16, columns tid / 16 and tid / 16 + 8 — fixed offsets in the
-  // page (+128 bytes for the second) and in the tile (+4096).
+  // page (+128 bytes for the second) and in the tile (+8 columns).
   const int row = tid & 15, col = tid >> 4;
   const uint32_t src_off = 256 * row + 16 * col;
-  uint8_t* dst = tile + 256 * i + 512 * col + 16 * row;
+  uint8_t* dst = tile + 256 * i + kCol * col + 16 * row;
 #pragma unroll
   for (int t = 0; t < 2; ++t) {  // K, V
     const uint32_t e = ent[t];
     const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes) + src_off;
     const uint32_t n = e == KV_ENTRY_EMPTY || row >= n_valid ? 0u : 16u;
-    cp_async16(dst + t * kWgTileBytes, src, n);
-    cp_async16(dst + t * kWgTileBytes + 4096, src + 128, n);
+    cp_async16(dst + t * wg_tile_bytes(kN), src, n);
+    cp_async16(dst + t * wg_tile_bytes(kN) + 8 * kCol, src + 128, n);
   }
 }
 

@@ -266,7 +266,7 @@ __device__ __forceinline__ void wg_issue_pv(const WgHeld<kP>& h, int half, float
 #pragma unroll
     for (int i = 0; i < kH; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
       // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
-      wgmma_n64_t(t, h.pf[i][p], wg_desc(h.tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
+      wgmma_n64<true>(t, h.pf[i][p], wg_desc(h.tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
                   p != kP - 1 || i > 0);
   wgmma_commit();
 }
@@ -351,6 +351,68 @@ __device__ __forceinline__ void wg_finish(WgHeld<kP>& h, float (&o)[kD / 8][4]) 
   else if (h.n == 1) wg_flush<kD, 1, kP>(h, o);
 }
 
+// ---- four-block steps on the warpgroup mma: 64 keys between two barriers, nothing held ---------
+// q·k of 64 keys is one m64n64k16 per k-step and query part (B K-major: LBO the next 8 channels,
+// wg_col_bytes(4) = 1 KiB on; SBO the next 8 keys, 128 bytes on), p·v one m64n64k16 per 64
+// channels, block and weight part (B = V, MN-major: LBO the next 8 keys, SBO the next 8 channels).
+// The sums are wide_block_math's for four blocks: per query part fresh accumulators summed small
+// part first, p·v's parts gathered small first in fresh accumulators, added into o. The step waits
+// for its own p·v: the other thread block on the SM keeps the tensor cores busy meanwhile, and the
+// registers the held step's weights took go to the step's 64 scores.
+template <int kD, int kN, int kP>
+__device__ __forceinline__ void wg_block_math_flat(const uint8_t* tile, int32_t b, const TileRow (&rw)[2],
+                                                   const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
+                                                   float (&m)[2], float (&l)[2], const AttentionArgs& a) {
+  static_assert(kD == 128 && kN == 4, "the step tile: head size 128, four blocks");
+  constexpr uint32_t kCol = wg_col_bytes(kN);
+  float s[kP][2 * kN][4];  // part p, keys 8 j .. 8 j + 7 (block j / 2)
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const uint64_t desc = wg_desc(tile + 2 * kCol * kk, kCol, 128);
+#pragma unroll
+    for (int p = 0; p < kP; ++p) wgmma_n64<false>(s[p], qa[kk][p], desc, kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+#pragma unroll
+  for (int p = 0; p < kP; ++p)
+#pragma unroll
+    for (int j = 0; j < 2 * kN; ++j) wg_pin(s[p][j]);
+  float w[2][4 * kN], corr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sc[4 * kN];  // wide_row_scores' layout: block i's keys 2t, 2t+1, 2t+8, 2t+9 at 4 i ..
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int n = 2 * i + (j >> 1), e = 2 * h + (j & 1);
+        float v = s[kP - 1][n][e];
+#pragma unroll
+        for (int p = kP - 2; p >= 0; --p) v += s[p][n][e];
+        sc[4 * i + j] = v;
+      }
+    corr[h] = softmax_weights<kN>(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
+  }
+  wide_rescale<kD>(o, corr);
+  uint32_t pf[kN][kP][4];
+  weight_parts<kN, kP>(w, pf);
+#pragma unroll
+  for (int half = 0; half < kD / 64; ++half) {
+    float t[8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int p = kP - 1; p >= 0; --p)
+#pragma unroll
+      for (int i = 0; i < kN; ++i)  // block i's keys: rows 16 i .. of the tile
+        wgmma_n64<true>(t, pf[i][p], wg_desc(tile + wg_tile_bytes(kN) + 256 * i + 8 * kCol * half, 128, kCol),
+                        p != kP - 1 || i > 0);
+    wgmma_commit();
+    wg_add<kD>(o, t, half);
+  }
+}
+
 // Row h's output: o / l (rows g, g + 8 of this lane: o[nt][2h], o[nt][2h + 1] at channels
 // 8 nt + 2t, + 1).
 template <int kD>
@@ -382,9 +444,10 @@ __device__ __forceinline__ void wide_write_rows(const KernelArgs& P, const AttnS
 // A step that reaches past this warp's blocks masks the keys its rows cannot see (weight 0 on the
 // group's staged rows, real cache rows, or zeros past the newest token); a stream of an odd length
 // ends with a one-block step.
-// kWg: the steps on the warpgroup mma (wg_block_math; kStep = 2, BF16 pages of head size 128 in
-// the wgmma step tile), every warp on every step.
-template <int kD, bool kGaac, int kB, int kStep, int kP = 3, bool kWg = false>
+// kWg (= kStep): the steps on the warpgroup mma, BF16 pages of head size 128 in the wgmma step
+// tile, every warp on every step: two blocks with the step before held (wg_block_math), or four
+// (wg_block_math_flat; a stream's last step padded with zero-filled blocks, masked).
+template <int kD, bool kGaac, int kB, int kStep, int kP = 3, int kWg = 0>
 __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, uint8_t* smem, const GaacLanes& GL,
                                              const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -401,7 +464,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     uint32_t qa[kD / 16][kP][4];
     WgHeld<kP> held;  // kWg: the step whose p·v is still to run
     held.n = 0;
-    static_assert(!kWg || (kStep == 2 && !kGaac), "the wgmma steps: two blocks of BF16 pages");
+    static_assert(!kWg || (kStep == kWg && !kGaac), "the wgmma steps: BF16 pages");
     shared_stream<kD, kGaac, kB, kStep, kWg>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
@@ -414,7 +477,10 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           wide_query<kD, kP>(P, rw, qa);
         },
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
-          if constexpr (kWg) {  // n is block-uniform: the warpgroup issues its wgmma together
+          if constexpr (kWg == 4) {  // every step four blocks (padded): its wgmma sizes are constants
+            wg_block_math_flat<kD, 4, kP>(reinterpret_cast<const uint8_t*>(kt[0]), b, rw, qa, o, m, l, P.a);
+            return;
+          } else if constexpr (kWg == 2) {  // n is block-uniform: the warpgroup issues its wgmma together
             const uint8_t* tile = reinterpret_cast<const uint8_t*>(kt[0]);
             wg_step<kD, kP>(tile, b, n, rw, qa, o, m, l, P.a, held);
             return;
@@ -430,7 +496,7 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           if (b >= b0 && b < b1) wide_block_math<kD, 1, kP>(k1, v1, b, rw, qa, o, m, l, P.a);
         },
         false);  // BF16 pages by cp.async (shared_stream)
-    if constexpr (kWg) wg_finish<kD, kP>(held, o);  // the last step's V is still staged
+    if constexpr (kWg == 2) wg_finish<kD, kP>(held, o);  // the last step's V is still staged
     wide_write_rows<kD>(P, s, kvh, rw, o, l);
   }
 }

@@ -20,7 +20,7 @@ namespace gaacrt::cuda {
 template <int kT>
 struct EntryStream {
   const uint32_t* row0;
-  int32_t stride, b_first, b_step, n_iter;
+  int32_t stride, b_first, b_step, n_iter, n_fill;
   uint32_t cur[kT], nxt[kT];
 
   __device__ __forceinline__ void load(int32_t batch, uint32_t (&dst)[kT]) const {
@@ -31,14 +31,17 @@ struct EntryStream {
     for (int t = 0; t < kT; ++t) dst[t] = ok ? __ldg(row0 + (int64_t)t * stride + b) : KV_ENTRY_EMPTY;
   }
 
-  // The stream of blocks b_first, b_first + b_step, ... (n_iter of them) of kv-head kvh.
+  // The stream of blocks b_first, b_first + b_step, ... (n_iter of them) of kv-head kvh; issues
+  // run to iteration fill - 1 (at least n - 1), those past the stream with released entries
+  // (KV_ENTRY_EMPTY: the copies zero-fill; a wgmma step padded to its constant size).
   __device__ __forceinline__ void start(const KVLayerView& kv, const uint32_t* table, int32_t kvh, int32_t first,
-                                        int32_t step, int32_t n) {
+                                        int32_t step, int32_t n, int32_t fill = 0) {
     row0 = table + kv_entry_index(kv, kvh, 0, 0, 0);
     stride = kv.max_blocks;
     b_first = first;
     b_step = step;
     n_iter = n;
+    n_fill = max(n, fill);
     load(0, cur);
     load(1, nxt);
   }
@@ -61,7 +64,7 @@ struct EntryStream {
   __device__ __forceinline__ void issue_first(Issue&& issue) {  // blocks 0 .. kS - 2
 #pragma unroll
     for (int p = 0; p < kS - 1; ++p) {
-      if (p < n_iter) {
+      if (p < n_fill) {
         uint32_t e[kT];
         get(p, e);
         issue(p, e);
@@ -76,7 +79,7 @@ struct EntryStream {
 #pragma unroll
     for (int p = 0; p < kS - 1; ++p) {
       if (p == n_pre) wait();
-      if (p < n_iter) {
+      if (p < n_fill) {
         uint32_t e[kT];
         get(p, e);
         issue(p, e);
@@ -88,30 +91,31 @@ struct EntryStream {
   template <int kS, typename Issue>
   __device__ __forceinline__ void issue_ahead(int32_t it, Issue&& issue) {  // at iteration it: it + kS - 1
     const int32_t nx = it + kS - 1;
-    if (nx < n_iter) {
+    if (nx < n_fill) {
       uint32_t e[kT];
       get(nx, e);
       issue(nx, e);
     }
     commit_group();
   }
-  // issue_ahead for iterations it and it + 1 (it and kS - 1 even): both blocks' entries are read
-  // out first, so that their shuffles' latencies overlap. (One block after the other, the wgmma
-  // prefill had ~10% of its stall samples on the first use of a shuffled entry; with this and one
-  // address per page those moved to the step's next instructions and pp512 after 32K stayed where
-  // it was, 4,284-4,293 tok/s on an H100, the eighteenth session.) Past the stream's end get()
-  // reads entries nothing uses.
-  template <int kS, typename Issue>
-  __device__ __forceinline__ void issue_ahead_pair(int32_t it, Issue&& issue) {
-    static_assert((kS - 1) % 2 == 0, "pairs start on even iterations");
+  // issue_ahead for iterations it .. it + kN - 1 (it and kS - 1 multiples of kN): the blocks'
+  // entries are all read out first, so that their shuffles' latencies overlap. (One block after
+  // the other, the wgmma prefill had ~10% of its stall samples on the first use of a shuffled
+  // entry; with this and one address per page those moved to the step's next instructions and
+  // pp512 after 32K stayed where it was, 4,284-4,293 tok/s on an H100, the eighteenth session.)
+  // Past the stream's end get() reads released entries.
+  template <int kS, int kN, typename Issue>
+  __device__ __forceinline__ void issue_ahead_group(int32_t it, Issue&& issue) {
+    static_assert((kS - 1) % kN == 0, "groups start on multiples of kN");
     const int32_t nx = it + kS - 1;
-    uint32_t e0[kT], e1[kT];
-    get(nx, e0);
-    get(nx + 1, e1);
-    if (nx < n_iter) issue(nx, e0);
-    commit_group();
-    if (nx + 1 < n_iter) issue(nx + 1, e1);
-    commit_group();
+    uint32_t e[kN][kT];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) get(nx + j, e[j]);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      if (nx + j < n_fill) issue(nx + j, e[j]);
+      commit_group();
+    }
   }
   __device__ __forceinline__ static void commit_group() {
 #if defined(GAACRT_CUDA_EMULATION)

@@ -130,23 +130,25 @@ __device__ __forceinline__ void wgmma_n32(float (&d0)[4], float (&d1)[4], float 
 #endif
 }
 
-// d (+)= a · B for 64 rows x 64 columns (fragments d[0] .. d[7]), B MN-major (imm-trans-b = 1).
-__device__ __forceinline__ void wgmma_n64_t(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc, bool acc) {
+// d (+)= a · B for 64 rows x 64 columns (fragments d[0] .. d[7]): B K-major (q·k of a four-block
+// step), or MN-major with kTrans (imm-trans-b = 1: p·v, B = V).
+template <bool kTrans>
+__device__ __forceinline__ void wgmma_n64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc, bool acc) {
 #if GAACRT_WGMMA_ASM
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
-      "%23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      "%23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
         "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
         "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
         "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"((int)acc));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"((int)acc), "n"(kTrans ? 1 : 0));
 #elif defined(GAACRT_CUDA_EMULATION)
   float* const dd[8] = {d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]};
-  wg_emulate<true>(dd, 8, a, desc, acc);
+  wg_emulate<kTrans>(dd, 8, a, desc, acc);
 #endif
 }
 

@@ -210,8 +210,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // grows to it, two thread blocks a multiprocessor still), or with GAACRT_CUDA_PREFILL_WGMMA=2
   // two with the step before held (eight stages, inside the shared memory sized above).
   const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
-  const int wg_steps = pg && pg[0] == '2' ? 2 : 4;
-  const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, wg_steps, wg_steps == 2);
+  const int wg_steps = pg && pg[0] == '2' ? 2 : (pg && (pg[0] == '5' || pg[0] == '6') ? pg[0] - '0' : 4);
+  const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, wg_steps == 2 ? 2 : 4, wg_steps == 2);
   const bool wgmma = kHaveWgmma && wide_pairs && !gaac && td == 128 && kv.n_half == 1 && info_.cc_major == 9 &&
                      info_.cc_minor == 0 && !(pg && pg[0] == '0') &&
                      wgmma_ring <= (wg_steps == 2 ? (size_t)attn::kWarps * warp_bytes : (size_t)max_dynamic_smem(device_)) &&

@@ -419,7 +419,8 @@ def test_cuda_gaac_expansion_over_its_memory_cap_falls_back(tmp_path):
     # GAACRT_CUDA_GAAC_EXPAND_MIB=0 (the cap, read once per process: a subprocess each). Either
     # way the BF16 cache's bits: its launches take the wgmma kernel (compute capability 9.0) only
     # where a GAAC launch would expand, so both caches run one kernel. The two paths' logits are
-    # close, and the same bits but on 9.0 (the wgmma kernel's four-block steps sum other products).
+    # close, and the same bits but on 9.0 (where the wgmma kernel's four-block steps, which long
+    # sequences take, sum other products).
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "m.gguf", "llama", seed=5, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)

@@ -193,7 +193,7 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
         assert not np.array_equal(wide.view(np.uint32), one.view(np.uint32))
 
 
-@pytest.mark.parametrize("steps", ["default", "2"])
+@pytest.mark.parametrize("steps", ["4", "2"])
 @pytest.mark.parametrize("n_ctx,n_q,n_head,n_kv,window,cap", [
     (900, 200, 32, 8, 0, 0.0),    # Llama-3 shape
     (913, 37, 32, 8, 0, 0.0),     # an odd number of blocks: the stream's last step padded
@@ -205,20 +205,18 @@ def test_cuda_prefill_attention_in_wide_row_groups_matches_cpu(cuda, cpu, n_ctx,
 def test_cuda_wgmma_prefill_matches_cpu_and_mma_sync(cuda, cpu, monkeypatch, steps, n_ctx, n_q, n_head, n_kv, window,
                                                      cap):
     # On compute capability 9.0 the wide row groups at head size 128 run on the warpgroup mma
-    # (attention_wide.cuh; GAACRT_CUDA_PREFILL_WGMMA=0 keeps mma.sync's two-block steps). Its
-    # default steps of four blocks sum other products than mma.sync's two-block steps: within the
-    # attention tests' bound of the CPU and of mma.sync, and other bits (so it ran). Its two-block
-    # steps (=2) are the same k16 products in the same order, which gave mma.sync's bits.
+    # (attention_wide.cuh; GAACRT_CUDA_PREFILL_WGMMA=0 keeps mma.sync's two-block steps). Its steps
+    # of four blocks (=4, the default for long sequences) sum other products than mma.sync's
+    # two-block steps: within the attention tests' bound of the CPU and of mma.sync, and other bits
+    # (so it ran). Its two-block steps (=2) are the same k16 products in the same order, which gave
+    # mma.sync's bits.
     if gaacrt.cuda_devices(CUDA)[0]["compute_capability"] != (9, 0):
         pytest.skip("the wgmma prefill runs on compute capability 9.0 only")
     rng = np.random.default_rng(n_ctx + 5 * n_q)
     k, v, q = attention_inputs(rng, n_ctx, n_q, n_head, n_kv, 128)
     run = lambda b: _core.op_attention(b, k, v, q, 1 / np.sqrt(128), sliding_window=window, softcap=cap)  # noqa: E731
     monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
-    if steps == "default":
-        monkeypatch.delenv("GAACRT_CUDA_PREFILL_WGMMA", raising=False)
-    else:
-        monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", steps)
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", steps)
     wg = run(cuda)
     monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", "0")
     mma = run(cuda)
@@ -229,6 +227,26 @@ def test_cuda_wgmma_prefill_matches_cpu_and_mma_sync(cuda, cpu, monkeypatch, ste
         assert rel(wg, run(cpu)) < 1e-5  # the attention tests' bound
         assert rel(wg, mma) < 1e-5
         assert not np.array_equal(wg.view(np.uint32), mma.view(np.uint32))
+
+
+@pytest.mark.parametrize("n_ctx,steps", [(900, "2"), (4200, "4")])
+def test_cuda_wgmma_prefill_takes_four_block_steps_from_4096_tokens(cuda, monkeypatch, n_ctx, steps):
+    # By default the warpgroup mma's steps are four blocks where the launch's longest sequence
+    # reaches 4,096 tokens (attention.cu kWgFourBlockLen), else two: bit for bit the chosen one.
+    if gaacrt.cuda_devices(CUDA)[0]["compute_capability"] != (9, 0):
+        pytest.skip("the wgmma prefill runs on compute capability 9.0 only")
+    rng = np.random.default_rng(n_ctx)
+    k, v, q = attention_inputs(rng, n_ctx, 40, 8, 2, 128)
+    run = lambda: _core.op_attention(cuda, k, v, q, 1 / np.sqrt(128))  # noqa: E731
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_WIDE", raising=False)
+    monkeypatch.delenv("GAACRT_CUDA_PREFILL_WGMMA", raising=False)
+    default = run()
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", steps)
+    chosen = run()
+    monkeypatch.setenv("GAACRT_CUDA_PREFILL_WGMMA", "2" if steps == "4" else "4")
+    other = run()
+    assert np.array_equal(default.view(np.uint32), chosen.view(np.uint32))
+    assert not np.array_equal(default.view(np.uint32), other.view(np.uint32))
 
 
 @pytest.mark.parametrize("d", [32, 64])

@@ -199,22 +199,27 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // +0.7% (twelfth).
   const bool wide_pairs = wide && !(pw && pw[0] == '1') && kD == 128 && blocks == 3 &&
                           attn::shared_ring_bytes(kD, gaac, blocks, kv_bytes, 2) <= (size_t)attn::kWarps * warp_bytes;
-  // Hopper (compute capability 9.0, in a build with sm_90a code): those steps on the warpgroup mma
-  // (attention_wide.cuh wg_block_math) for BF16 pages of head size 128; GAACRT_CUDA_PREFILL_WGMMA=0
-  // (read on every call) keeps mma.sync. On an H100 its bits were mma.sync's (the sums are the same
-  // k16 products in the same order: test_cuda_gaac_expansion_over_its_memory_cap_falls_back
-  // compares this kernel, under an expanded GAAC launch, with the GAAC kernels bit for bit), but
-  // the PTX ISA does not promise it; so a BF16 launch takes it only where a GAAC launch of the same
-  // shape would run on it too, through its expanded pages (expansion_plan).
-  // Its steps: four blocks (64 keys, a ring of twelve stages, ~102 KiB: the launch's shared memory
-  // grows to it, two thread blocks a multiprocessor still), or with GAACRT_CUDA_PREFILL_WGMMA=2
-  // two with the step before held (eight stages, inside the shared memory sized above).
+  // Hopper (compute capability 9.0, in a build with sm_90a code): the wide row groups on the
+  // warpgroup mma (attention_wide.cuh) for BF16 pages of head size 128; GAACRT_CUDA_PREFILL_WGMMA=0
+  // (read on every call) keeps mma.sync. Its steps: four blocks (wg_block_math_flat: 64 keys
+  // between two barriers, a ring of twelve stages, ~102 KiB, to which the launch's shared memory
+  // grows: two thread blocks a multiprocessor still) where the launch's longest sequence reaches
+  // kWgFourBlockLen tokens, else two with the step before held (wg_block_math: eight stages, inside
+  // the shared memory sized above); =4 or =2 asks for either everywhere. H100, pp512 of the 8B
+  // shape, four against two blocks (nineteenth session): after 32K 4,365-4,414 against 4,252-4,276
+  // tok/s, at depth 0 9,500-9,568 against 9,772-9,821 (a short stream ends in a padded step and
+  // fills a deeper ring first). The two-block steps are the same k16 products as mma.sync's in the
+  // same order (on an H100, mma.sync's bits); the four-block steps sum other ones. Either way a
+  // BF16 launch takes this kernel only where a GAAC launch of the same shape would run on it too,
+  // through its expanded pages (expansion_plan), so the two caches keep one kernel and one set of
+  // bits (but where the expansion's device allocation fails: then GAAC runs its own kernels).
+  constexpr int32_t kWgFourBlockLen = 4096;
   const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
-  const int wg_steps = pg && pg[0] == '2' ? 2 : (pg && (pg[0] == '5' || pg[0] == '6') ? pg[0] - '0' : 4);
-  const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, wg_steps == 2 ? 2 : 4, wg_steps == 2);
+  const int wg_steps = pg && (pg[0] == '2' || pg[0] == '4') ? pg[0] - '0' : (args.max_len >= kWgFourBlockLen ? 4 : 2);
+  const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, wg_steps, wg_steps == 2);
+  const size_t wgmma_room = wg_steps == 2 ? (size_t)attn::kWarps * warp_bytes : (size_t)max_dynamic_smem(device_);
   const bool wgmma = kHaveWgmma && wide_pairs && !gaac && td == 128 && kv.n_half == 1 && info_.cc_major == 9 &&
-                     info_.cc_minor == 0 && !(pg && pg[0] == '0') &&
-                     wgmma_ring <= (wg_steps == 2 ? (size_t)attn::kWarps * warp_bytes : (size_t)max_dynamic_smem(device_)) &&
+                     info_.cc_minor == 0 && !(pg && pg[0] == '0') && wgmma_ring <= wgmma_room &&
                      expansion_plan(kv, args, n_seqs).bytes > 0;
   const dim3 grid = head_fastest ? dim3(kv.n_head_kv, e8_y, n_seqs)
                                  : dim3(attention_grid_x(n_split, max_rows, attn::kRowsPerGroup,

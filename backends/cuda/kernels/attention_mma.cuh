@@ -242,7 +242,7 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // kernel of its own, so that the one-block kernels keep their registers; it too holds two thread
 // blocks per SM: built for three, 168 registers, its loop spilled ~150 instructions a step); 3:
 // the same steps on the warpgroup mma (BF16, sm_90a only: sm90a/attention_prefill_wgmma_bf16.cu);
-// without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
+// 4: steps of four blocks on the warpgroup mma (the same file); without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);
@@ -294,11 +294,11 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
     pdl_begin();
     if constexpr (kShared) {
       const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;
-      if constexpr (kShared >= 3) {  // on the warpgroup mma (attention_prefill_wgmma_bf16.cu)
+      if constexpr (kShared == 3 || kShared == 4) {  // on the warpgroup mma (attention_prefill_wgmma_bf16.cu)
         static_assert(kD == 128 && kB == 3 && !kGaac, "wgmma steps: BF16, head size 128, three-block build");
         // (no padding to zero: attention.cu takes this kernel only where d = 128)
         constexpr int kSteps = kShared == 3 ? 2 : 4;
-        prefill_wide<kD, kGaac, kB, kSteps, 2, kShared >= 4 ? kShared : kSteps>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
+        prefill_wide<kD, kGaac, kB, kSteps, 2, kSteps>(P, s, kvh, split, n_rows, smem, GL, b3, b4);
         return;
       } else if constexpr (kShared == 2) {  // two-block steps, two parts (attention_prefill_pairs_*.cu)
         static_assert(kD == 128 && kB == 3, "two-block steps: head size 128, three-block build");

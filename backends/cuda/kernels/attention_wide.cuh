@@ -353,42 +353,32 @@ __device__ __forceinline__ void wg_finish(WgHeld<kP>& h, float (&o)[kD / 8][4]) 
 
 // ---- four-block steps on the warpgroup mma: 64 keys between two barriers, nothing held ---------
 // q·k of 64 keys is one m64n64k16 per k-step and query part (B K-major: LBO the next 8 channels,
-// wg_col_bytes(4) = 1 KiB on; SBO the next 8 keys, 128 bytes on), p·v one m64n64k16 per 64
-// channels, block and weight part (B = V, MN-major: LBO the next 8 keys, SBO the next 8 channels).
-// The sums are wide_block_math's for four blocks: per query part fresh accumulators summed small
-// part first, p·v's parts gathered small first in fresh accumulators, added into o. The step waits
-// for its own p·v: the other thread block on the SM keeps the tensor cores busy meanwhile, and the
-// registers the held step's weights took go to the step's 64 scores.
-template <int kD, int kN, int kP, int kVar = 0>
+// wg_col_bytes(4) = 1 KiB on; SBO the next 8 keys, 128 bytes on), all into one set of
+// accumulators, the small part's k-steps first; p·v one m64n64k16 per 64 channels, block and
+// weight part (B = V, MN-major: LBO the next 8 keys, SBO the next 8 channels), the parts gathered
+// small first in fresh accumulators, added into o (as wide_pv). The step waits for its own p·v:
+// the other thread block on the SM keeps the tensor cores busy meanwhile.
+// (One score accumulator where wide_scores keeps one per part: the same distance from the CPU on an
+// H100 — 3.46e-6 after 4,000 keys, 5.93e-6 with scores four times as spread, as with one per part —
+// 32 registers fewer, and pp512 after 32K 4,391 / 4,414 tok/s against 4,365 / 4,374. Both p·v
+// halves in flight at once spilled and gave 4,364 / 4,390. The nineteenth session.)
+template <int kD, int kN, int kP>
 __device__ __forceinline__ void wg_block_math_flat(const uint8_t* tile, int32_t b, const TileRow (&rw)[2],
                                                    const uint32_t (&qa)[kD / 16][kP][4], float (&o)[kD / 8][4],
                                                    float (&m)[2], float (&l)[2], const AttentionArgs& a) {
   static_assert(kD == 128 && kN == 4, "the step tile: head size 128, four blocks");
   constexpr uint32_t kCol = wg_col_bytes(kN);
-  constexpr bool kOneAcc = kVar >= 1;
-  constexpr int kSP = kOneAcc ? 1 : kP;  // score accumulators: per query part, or one for all
-  float s[kSP][2 * kN][4];  // part p, keys 8 j .. 8 j + 7 (block j / 2)
+  float s[2 * kN][4];  // keys 8 j .. 8 j + 7 (block j / 2), fragment e: row g + 8 (e / 2), key 8 j + 2t + e % 2
   wgmma_fence();
-  if constexpr (kOneAcc) {
 #pragma unroll
-    for (int p = kP - 1; p >= 0; --p)  // the small part first
+  for (int p = kP - 1; p >= 0; --p)
 #pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk)
-        wgmma_n64<false>(s[0], qa[kk][p], wg_desc(tile + 2 * kCol * kk, kCol, 128), p != kP - 1 || kk > 0);
-  } else {
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint64_t desc = wg_desc(tile + 2 * kCol * kk, kCol, 128);
-#pragma unroll
-      for (int p = 0; p < kP; ++p) wgmma_n64<false>(s[p], qa[kk][p], desc, kk > 0);
-    }
-  }
+    for (int kk = 0; kk < kD / 16; ++kk)  // channels 16 kk ..: chunk columns 2 kk, 2 kk + 1
+      wgmma_n64<false>(s, qa[kk][p], wg_desc(tile + 2 * kCol * kk, kCol, 128), p != kP - 1 || kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
 #pragma unroll
-  for (int p = 0; p < kSP; ++p)
-#pragma unroll
-    for (int j = 0; j < 2 * kN; ++j) wg_pin(s[p][j]);
+  for (int j = 0; j < 2 * kN; ++j) wg_pin(s[j]);
   float w[2][4 * kN], corr[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -396,43 +386,24 @@ __device__ __forceinline__ void wg_block_math_flat(const uint8_t* tile, int32_t 
 #pragma unroll
     for (int i = 0; i < kN; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int n = 2 * i + (j >> 1), e = 2 * h + (j & 1);
-        float v = s[kSP - 1][n][e];
-#pragma unroll
-        for (int p = kSP - 2; p >= 0; --p) v += s[p][n][e];
-        sc[4 * i + j] = v;
-      }
+      for (int j = 0; j < 4; ++j) sc[4 * i + j] = s[2 * i + (j >> 1)][2 * h + (j & 1)];
     corr[h] = softmax_weights<kN>(sc, b, rw[h].pos, rw[h].lo, m[h], l[h], a, w[h]);
   }
   wide_rescale<kD>(o, corr);
   uint32_t pf[kN][kP][4];
   weight_parts<kN, kP>(w, pf);
-  auto issue_pv = [&](float (&t)[8][4], int half) {
+#pragma unroll
+  for (int half = 0; half < kD / 64; ++half) {
+    float t[8][4];
+    wgmma_fence();
 #pragma unroll
     for (int p = kP - 1; p >= 0; --p)
 #pragma unroll
       for (int i = 0; i < kN; ++i)  // block i's keys: rows 16 i .. of the tile
         wgmma_n64<true>(t, pf[i][p], wg_desc(tile + wg_tile_bytes(kN) + 256 * i + 8 * kCol * half, 128, kCol),
                         p != kP - 1 || i > 0);
-  };
-  if constexpr (kVar == 2) {  // both halves in flight
-    float t0[8][4], t1[8][4];
-    wgmma_fence();
-    issue_pv(t0, 0);
-    issue_pv(t1, 1);
     wgmma_commit();
-    wg_add<kD>(o, t0, 0);
-    wg_add<kD>(o, t1, 1);
-  } else {
-#pragma unroll
-    for (int half = 0; half < kD / 64; ++half) {
-      float t[8][4];
-      wgmma_fence();
-      issue_pv(t, half);
-      wgmma_commit();
-      wg_add<kD>(o, t, half);
-    }
+    wg_add<kD>(o, t, half);
   }
 }
 
@@ -487,8 +458,8 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
     uint32_t qa[kD / 16][kP][4];
     WgHeld<kP> held;  // kWg: the step whose p·v is still to run
     held.n = 0;
-    static_assert(!kWg || (kStep == (kWg >= 4 ? 4 : kWg) && !kGaac), "the wgmma steps: BF16 pages");
-    shared_stream<kD, kGaac, kB, kStep, (kWg >= 4 ? 4 : kWg)>(
+    static_assert(!kWg || (kStep == kWg && !kGaac), "the wgmma steps: BF16 pages");
+    shared_stream<kD, kGaac, kB, kStep, kWg>(
         P, s, kvh, B0, B1, smem, GL, b3, b4,
         [&] {
 #pragma unroll
@@ -500,8 +471,8 @@ __device__ __forceinline__ void prefill_wide(const KernelArgs& P, const AttnSeq&
           wide_query<kD, kP>(P, rw, qa);
         },
         [&](const uint16_t* const (&kt)[kStep], const uint16_t* const (&vt)[kStep], int32_t b, int n) {
-          if constexpr (kWg >= 4) {  // every step four blocks (padded): its wgmma sizes are constants
-            wg_block_math_flat<kD, 4, kP, kWg - 4>(reinterpret_cast<const uint8_t*>(kt[0]), b, rw, qa, o, m, l, P.a);
+          if constexpr (kWg == 4) {  // every step four blocks (padded): its wgmma sizes are constants
+            wg_block_math_flat<kD, 4, kP>(reinterpret_cast<const uint8_t*>(kt[0]), b, rw, qa, o, m, l, P.a);
             return;
           } else if constexpr (kWg == 2) {  // n is block-uniform: the warpgroup issues its wgmma together
             const uint8_t* tile = reinterpret_cast<const uint8_t*>(kt[0]);

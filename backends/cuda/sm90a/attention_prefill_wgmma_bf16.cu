@@ -10,9 +10,7 @@ namespace gaacrt::cuda::attn {
 
 bool launch_attention_prefill_wgmma_bf16(const KernelArgs& P, dim3 grid, size_t smem, cudaStream_t stream, int device,
                                          int steps) {
-  if (steps == 6) launch_one<128, false, 6, 3>(P, grid, smem, stream, device);
-  else if (steps == 5) launch_one<128, false, 5, 3>(P, grid, smem, stream, device);
-  else if (steps == 4) launch_one<128, false, 4, 3>(P, grid, smem, stream, device);
+  if (steps == 4) launch_one<128, false, 4, 3>(P, grid, smem, stream, device);
   else launch_one<128, false, 3, 3>(P, grid, smem, stream, device);
   return true;
 }

@@ -229,10 +229,10 @@ def test_cuda_wgmma_prefill_matches_cpu_and_mma_sync(cuda, cpu, monkeypatch, ste
         assert not np.array_equal(wg.view(np.uint32), mma.view(np.uint32))
 
 
-@pytest.mark.parametrize("n_ctx,steps", [(900, "2"), (4200, "4")])
-def test_cuda_wgmma_prefill_takes_four_block_steps_from_4096_tokens(cuda, monkeypatch, n_ctx, steps):
+@pytest.mark.parametrize("n_ctx,steps", [(900, "2"), (8200, "4")])
+def test_cuda_wgmma_prefill_takes_four_block_steps_from_8192_tokens(cuda, monkeypatch, n_ctx, steps):
     # By default the warpgroup mma's steps are four blocks where the launch's longest sequence
-    # reaches 4,096 tokens (attention.cu kWgFourBlockLen), else two: bit for bit the chosen one.
+    # reaches 8,192 tokens (attention.cu kWgFourBlockLen), else two: bit for bit the chosen one.
     if gaacrt.cuda_devices(CUDA)[0]["compute_capability"] != (9, 0):
         pytest.skip("the wgmma prefill runs on compute capability 9.0 only")
     rng = np.random.default_rng(n_ctx)

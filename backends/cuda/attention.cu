@@ -207,13 +207,14 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   // kWgFourBlockLen tokens, else two with the step before held (wg_block_math: eight stages, inside
   // the shared memory sized above); =4 or =2 asks for either everywhere. H100, pp512 of the 8B
   // shape, four against two blocks (nineteenth session): after 32K 4,365-4,414 against 4,252-4,276
-  // tok/s, at depth 0 9,500-9,568 against 9,772-9,821 (a short stream ends in a padded step and
-  // fills a deeper ring first). The two-block steps are the same k16 products as mma.sync's in the
-  // same order (on an H100, mma.sync's bits); the four-block steps sum other ones. Either way a
-  // BF16 launch takes this kernel only where a GAAC launch of the same shape would run on it too,
-  // through its expanded pages (expansion_plan), so the two caches keep one kernel and one set of
-  // bits (but where the expansion's device allocation fails: then GAAC runs its own kernels).
-  constexpr int32_t kWgFourBlockLen = 4096;
+  // tok/s, after 8K 7,293 against 7,262, after 4K 8,175 against 8,240, at depth 0 9,500-9,568
+  // against 9,680-9,821 (a short stream ends in a padded step and fills a deeper ring first). The
+  // two-block steps are the same k16 products as mma.sync's in the same order (on an H100,
+  // mma.sync's bits); the four-block steps sum other ones. Either way a BF16 launch takes this
+  // kernel only where a GAAC launch of the same shape would run on it too, through its expanded
+  // pages (expansion_plan), so the two caches keep one kernel and one set of bits (but where the
+  // expansion's device allocation fails: then GAAC runs its own kernels).
+  constexpr int32_t kWgFourBlockLen = 8192;
   const char* pg = std::getenv("GAACRT_CUDA_PREFILL_WGMMA");
   const int wg_steps = pg && (pg[0] == '2' || pg[0] == '4') ? pg[0] - '0' : (args.max_len >= kWgFourBlockLen ? 4 : 2);
   const size_t wgmma_ring = attn::shared_ring_bytes(kD, false, blocks, kv_bytes, wg_steps, wg_steps == 2);

@@ -32,10 +32,7 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
   } else {
     uint16_t* kt = reinterpret_cast<uint16_t*>(sk);
     uint16_t* vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
-    if constexpr (kWgTile == 4)  // this warp's own block of the step
-      issue_bf16_step_block<kD, kWgTile>(kv, e, stages + 2 * (slot - slot % kWgTile) * kv_bytes, slot % kWgTile,
-                                         lane, n_valid);
-    else if constexpr (kWgTile)
+    if constexpr (kWgTile)
       issue_bf16_step_tile<kD, kThreads, kWgTile>(kv, e, stages + 2 * (slot - slot % kWgTile) * kv_bytes,
                                                   slot % kWgTile, threadIdx.x, n_valid);
     else if (spread && !bulk) issue_bf16_spread<kD, kThreads>(kv, e, kt, vt, threadIdx.x, n_valid);
@@ -167,7 +164,6 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   uint32_t* ents = reinterpret_cast<uint32_t*>(bars + kSS);  // [kSS][kT]
   constexpr bool kBulk = GAACRT_BULK_COPY;
   const int32_t n_iter = B1 - B0;
-  static_assert(kWgTile != 4 || kStep == kWarps, "four-block steps: a block per warp (issue_bf16_step_block)");
   static_assert(!kWgTile || (!kGaac && kStep == kWgTile && kSS % kStep == 0 &&
                              2 * kStep * kTileBytes >= 2 * wg_tile_bytes(kStep)),
                 "the wgmma step tile: BF16 pages, a step's stages hold it");
@@ -191,8 +187,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
   EntryStream<kT> es;  // the issuers' (each warp loads the same entries when spread)
   if (issuer) {
     es.start(kv, s.table, kvh, B0, 1, n_iter, kWgTile ? (n_iter + kStep - 1) / kStep * kStep : 0);
-    if constexpr (kWgTile == 4) es.template issue_first_own<kAhead + 1, kStep>(issue, warp);
-    else es.template issue_first<kAhead + 1>(issue);
+    es.template issue_first<kAhead + 1>(issue);
   }
   start();
   for (int32_t it = 0; it < n_iter; it += kStep) {
@@ -237,9 +232,7 @@ __device__ __forceinline__ void shared_stream(const KernelArgs& P, const AttnSeq
     // copies' address registers waited for the registers the wgmma still read — pp512 after 32K
     // 4,150 against 4,290 tok/s on an H100, the eighteenth session.)
     if (issuer) {
-      if constexpr (kWgTile == 4) {
-        es.template issue_ahead_own<kAhead + 1, kStep>(it, issue, warp);
-      } else if constexpr (kWgTile) {
+      if constexpr (kWgTile) {
         es.template issue_ahead_group<kAhead + 1, kStep>(it, issue);
       } else {
 #pragma unroll

@@ -185,28 +185,6 @@ __device__ __forceinline__ void issue_bf16_step_tile(const KVLayerView& kv, cons
   }
 }
 
-// One warp's copy of a whole block into place i of a kN-block step tile (kN = 4: each warp of the
-// thread block takes its own block of the step, so that it shuffles and addresses two table
-// entries a step instead of eight). Lane l takes row l % 16 and chunk columns l / 16 + 2 j of K and
-// of V: per cp.async the warp reads 32 contiguous bytes of each of the 16 rows and writes two runs
-// of 256 contiguous bytes. Zero-filled as issue_bf16_step_tile.
-template <int kD, int kN>
-__device__ __forceinline__ void issue_bf16_step_block(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
-                                                      uint8_t* tile, int i, int lane, int32_t n_valid) {
-  static_assert(kD == 128 && TileGeom<kD>::kTiles == 2, "head size 128, one tile a side");
-  constexpr uint32_t kCol = wg_col_bytes(kN);
-  const int row = lane & 15, c0 = lane >> 4;
-  uint8_t* dst = tile + 256 * i + kCol * c0 + 16 * row;
-#pragma unroll
-  for (int t = 0; t < 2; ++t) {  // K, V
-    const uint32_t e = ent[t];
-    const uint8_t* src = kv.arena + (e == KV_ENTRY_EMPTY ? 0 : (uint64_t)e * kv.page_bytes) + 256 * row + 16 * c0;
-    const uint32_t n = e == KV_ENTRY_EMPTY || row >= n_valid ? 0u : 16u;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) cp_async16(dst + t * wg_tile_bytes(kN) + 2 * kCol * j, src + 32 * j, n);
-  }
-}
-
 // ---- GAAC cache ------------------------------------------------------------------------------
 // A layer's slot constants, K's and V's, one word each, computed on the host (gaac_stage_word) and
 // read from the kernel's parameters (recomputed per tile, global loads of the capacities

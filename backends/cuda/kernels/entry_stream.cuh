@@ -20,7 +20,7 @@ namespace gaacrt::cuda {
 template <int kT>
 struct EntryStream {
   const uint32_t* row0;
-  int32_t stride, b_first, b_step, n_iter, n_fill, batch;
+  int32_t stride, b_first, b_step, n_iter, n_fill;
   uint32_t cur[kT], nxt[kT];
 
   __device__ __forceinline__ void load(int32_t batch, uint32_t (&dst)[kT]) const {
@@ -42,7 +42,6 @@ struct EntryStream {
     b_step = step;
     n_iter = n;
     n_fill = max(n, fill);
-    batch = 0;
     load(0, cur);
     load(1, nxt);
   }
@@ -56,48 +55,6 @@ struct EntryStream {
     }
 #pragma unroll
     for (int t = 0; t < kT; ++t) e[t] = __shfl_sync(0xFFFFFFFFu, cur[t], it & 31);
-  }
-
-  // get() for a warp that reads only some iterations (its own blocks of the steps): it must not
-  // decrease nor move on by more than 32 between calls.
-  __device__ __forceinline__ void get_any(int32_t it, uint32_t (&e)[kT]) {
-    if ((it >> 5) != batch) {
-      batch = it >> 5;
-#pragma unroll
-      for (int t = 0; t < kT; ++t) cur[t] = nxt[t];
-      load(batch + 1, nxt);
-    }
-#pragma unroll
-    for (int t = 0; t < kT; ++t) e[t] = __shfl_sync(0xFFFFFFFFu, cur[t], it & 31);
-  }
-  // The pipeline of issue_first and issue_ahead_group where warp w of the thread block issues only
-  // iterations w, w + kN, ... (its own block of each step of kN): one cp.async group committed per
-  // iteration all the same, so that every thread's wait_group counts stay in step.
-  template <int kS, int kN, typename Issue>
-  __device__ __forceinline__ void issue_first_own(Issue&& issue, int w) {  // iterations 0 .. kS - 2
-    static_assert((kS - 1) % kN == 0, "whole steps");
-#pragma unroll
-    for (int p = 0; p < kS - 1; p += kN) {
-      if (p + w < n_fill) {
-        uint32_t e[kT];
-        get_any(p + w, e);
-        issue(p + w, e);
-      }
-#pragma unroll
-      for (int j = 0; j < kN; ++j) commit_group();
-    }
-  }
-  template <int kS, int kN, typename Issue>
-  __device__ __forceinline__ void issue_ahead_own(int32_t it, Issue&& issue, int w) {
-    static_assert((kS - 1) % kN == 0, "groups start on multiples of kN");
-    const int32_t nx = it + kS - 1 + w;
-    if (nx < n_fill) {
-      uint32_t e[kT];
-      get_any(nx, e);
-      issue(nx, e);
-    }
-#pragma unroll
-    for (int j = 0; j < kN; ++j) commit_group();
   }
 
   // A warp's pipeline of kS stages: block i is issued kS - 1 iterations before its turn, by

@@ -34,7 +34,8 @@ __global__ void probe(const __nv_bfloat16* q, const __nv_bfloat16* p, const __nv
   for (int c = tid; c < kKeys * kD / 8; c += 128) {  // chunk c: key c / 16, channels 8 (c % 16) ..
     const int r = c / 16, col = c % 16;
     *reinterpret_cast<uint4*>(tile + kCol * col + 16 * r) = *reinterpret_cast<const uint4*>(k + r * kD + 8 * col);
-    *reinterpret_cast<uint4*>(tile + kTile + kCol * col + 16 * r) = *reinterpret_cast<const uint4*>(v + r * kD + 8 * col);
+    *reinterpret_cast<uint4*>(tile + kTile + kCol * col + 16 * r) =
+        *reinterpret_cast<const uint4*>(v + r * kD + 8 * col);
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();

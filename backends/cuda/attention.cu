@@ -20,7 +20,9 @@ namespace gaacrt::cuda {
 constexpr bool kHaveWgmma = true;  // sm90a/attention_prefill_wgmma_bf16.cu
 #else
 constexpr bool kHaveWgmma = false;
-bool attn::launch_attention_prefill_wgmma_bf16(const KernelArgs&, dim3, size_t, cudaStream_t, int, int) { return false; }
+bool attn::launch_attention_prefill_wgmma_bf16(const KernelArgs&, dim3, size_t, cudaStream_t, int, int) {
+  return false;
+}
 #endif
 
 void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, const AttnSeq* seqs, int32_t n_seqs,

@@ -242,7 +242,8 @@ constexpr int kernel_min_blocks() { return kD > 128 ? 1 : (kShared ? 2 : kB); }
 // kernel of its own, so that the one-block kernels keep their registers; it too holds two thread
 // blocks per SM: built for three, 168 registers, its loop spilled ~150 instructions a step); 3:
 // the same steps on the warpgroup mma (BF16, sm_90a only: sm90a/attention_prefill_wgmma_bf16.cu);
-// 4: steps of four blocks on the warpgroup mma (the same file); without kShared (0) on run_rows. Decode-sized sequences take the same path either way.
+// 4: steps of four blocks on the warpgroup mma (the same file); without kShared (0) on run_rows.
+// Decode-sized sequences take the same path either way.
 template <int kD, bool kGaac, int kB, int kShared = 0>
 __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()) attention_mma_kernel(const KernelArgs P) {
   GAACRT_DYNAMIC_SMEM(smem);

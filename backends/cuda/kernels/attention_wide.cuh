@@ -267,7 +267,7 @@ __device__ __forceinline__ void wg_issue_pv(const WgHeld<kP>& h, int half, float
     for (int i = 0; i < kH; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
       // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
       wgmma_n64<true>(t, h.pf[i][p], wg_desc(h.tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
-                  p != kP - 1 || i > 0);
+                      p != kP - 1 || i > 0);
   wgmma_commit();
 }
 

@@ -36,11 +36,12 @@
 #            --caches bf16 --depths 0 --pp-depths 32768 --n-gen 4 --kv-budget-gib 0" with SASS_SKIP
 #            past the launches that grow the cache (140 caught a short one on an H100, the twelfth
 #            session) and SASS_UNITS the launch's 16-key block steps
-#   wgmma    the prefill attention's two-block steps on the warpgroup mma (sm_90a; attention_wide.cuh
-#            wg_block_math): bench/wgmma_layout_probe.cu (its step tile against the host), the wide
-#            prefill's distance from the CPU (the default now the wgmma steps), then pp512 at depth 0
-#            and after 32K, BF16 and GAAC, for each GAACRT_CUDA_PREFILL_WGMMA of WGMMA_VALUES
-#            (default 1 0 1 0; 0: mma.sync) (not a default stage)
+#   wgmma    the prefill attention on the warpgroup mma (sm_90a; attention_wide.cuh wg_block_math,
+#            wg_block_math_flat): bench/wgmma_layout_probe.cu (its step tiles against the host), the
+#            wide prefill's distance from the CPU (the default now the wgmma steps), then pp512 at
+#            depth 0 and after 32K, BF16 and GAAC, for each GAACRT_CUDA_PREFILL_WGMMA of WGMMA_VALUES
+#            (default d 2 0 d; d: the default, four-block steps from 8,192 tokens; 2 / 4: two- or
+#            four-block steps at any length; 0: mma.sync) (not a default stage)
 #   expand   a GAAC cache's prefill through BF16 pages (attention_gaac_expand.cu): pp512 at depth 0
 #            and after 32K, BF16 and GAAC, for each of EXPAND_VALUES (default d 0 d 0; d: unset, the
 #            default; 0: the GAAC kernels decode inside the attention) (not a default stage)
@@ -161,7 +162,7 @@ if has wgmma; then
   /tmp/wgmma_probe
   stage "wgmma: the wide prefill against the CPU, then pp512 at depth 0 / 32K by GAACRT_CUDA_PREFILL_WGMMA"
   timeout 120 "$PY" bench/wide_prefill_precision.py 2>&1 | tail -8
-  pp512_by GAACRT_CUDA_PREFILL_WGMMA "${WGMMA_VALUES:-1 0 1 0}"
+  pp512_by GAACRT_CUDA_PREFILL_WGMMA "${WGMMA_VALUES:-d 2 0 d}"
 fi
 if has expand; then
   stage "GAAC prefill through BF16 pages: pp512 at depth 0 / 32K by GAACRT_CUDA_GAAC_EXPAND"

@@ -164,7 +164,6 @@ __device__ __forceinline__ void issue_bf16_spread(const KVLayerView& kv, const u
 // zero-filled by the copies, as in issue_bf16_spread.
 __host__ __device__ constexpr uint32_t wg_col_bytes(int kN) { return 16u * KV_BLOCK_TOKENS * kN; }
 __host__ __device__ constexpr uint32_t wg_tile_bytes(int kN) { return 16 * wg_col_bytes(kN); }  // 128 channels
-constexpr uint32_t kWgTileBytes = wg_tile_bytes(2);
 template <int kD, int kNT, int kN = 2>
 __device__ __forceinline__ void issue_bf16_step_tile(const KVLayerView& kv, const uint32_t (&ent)[TileGeom<kD>::kTiles],
                                                      uint8_t* tile, int i, int tid, int32_t n_valid) {

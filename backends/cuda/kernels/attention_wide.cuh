@@ -230,7 +230,7 @@ __device__ __forceinline__ void wide_block_math(const uint16_t* const (&kt)[kN],
 // they were.
 template <int kP>
 struct WgHeld {
-  const uint8_t* tile;    // the held step's tile (its V at tile + kWgTileBytes)
+  const uint8_t* tile;    // the held step's tile (its V at tile + wg_tile_bytes(2))
   int n;                  // its blocks (0: none held)
   uint32_t pf[2][kP][4];  // its weights' parts, block i's in pf[i] (weight_parts)
 };
@@ -255,18 +255,22 @@ __device__ __forceinline__ void wg_issue_qk(const uint8_t* tile, const uint32_t 
   wgmma_commit();
 }
 
-// Issues the held step's p·v (kH = h.n blocks) for channels 64 half .. 64 half + 63 into fresh
-// accumulators t. (Block counts are template arguments throughout: a wgmma issued under a run-time
-// branch, its accumulators waited for after it, makes ptxas serialize every wgmma of the kernel.)
-template <int kH, int kP>
-__device__ __forceinline__ void wg_issue_pv(const WgHeld<kP>& h, int half, float (&t)[8][4]) {
+// Issues p·v of the first kH blocks of a kN-block step tile (their weights' parts pf[i]) for
+// channels 64 half .. 64 half + 63 into fresh accumulators t, the small parts first. (Block counts
+// are template arguments throughout: a wgmma issued under a run-time branch, its accumulators
+// waited for after it, makes ptxas serialize every wgmma of the kernel.)
+template <int kN, int kH, int kP, int kPN>
+__device__ __forceinline__ void wg_issue_pv(const uint8_t* tile, const uint32_t (&pf)[kPN][kP][4], int half,
+                                            float (&t)[8][4]) {
+  static_assert(kH <= kPN && kH <= kN, "weights for every block issued");
+  constexpr uint32_t kCol = wg_col_bytes(kN);
   wgmma_fence();
 #pragma unroll
   for (int p = kP - 1; p >= 0; --p)
 #pragma unroll
     for (int i = 0; i < kH; ++i)  // block i's keys: rows 16 i .. of the tile (LBO: the next 8 keys,
-      // 128 bytes on; SBO: the next 8 channels, 512 bytes on)
-      wgmma_n64<true>(t, h.pf[i][p], wg_desc(h.tile + kWgTileBytes + 256 * i + 4096 * half, 128, 512),
+      // 128 bytes on; SBO: the next 8 channels, a column of the tile on)
+      wgmma_n64<true>(t, pf[i][p], wg_desc(tile + wg_tile_bytes(kN) + 256 * i + 8 * kCol * half, 128, kCol),
                       p != kP - 1 || i > 0);
   wgmma_commit();
 }
@@ -289,7 +293,7 @@ __device__ __forceinline__ void wg_flush(WgHeld<kP>& h, float (&o)[kD / 8][4]) {
 #pragma unroll
   for (int half = 0; half < kD / 64; ++half) {
     float t[8][4];
-    wg_issue_pv<kH>(h, half, t);
+    wg_issue_pv<2, kH>(h.tile, h.pf, half, t);
     wg_add<kD>(o, t, half);
   }
   h.n = 0;
@@ -306,7 +310,7 @@ __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, co
   float s[kN][kP][2][4], t[8][4];
   wg_issue_qk<kD, kN, kP>(tile, qa, s);
   if constexpr (kH > 0) {
-    wg_issue_pv<kH>(h, 0, t);
+    wg_issue_pv<2, kH>(h.tile, h.pf, 0, t);
     wgmma_wait<1>();  // groups complete in order: the q·k has landed
   } else {
     wgmma_wait<0>();
@@ -322,7 +326,7 @@ __device__ __forceinline__ void wg_block_math(const uint8_t* tile, int32_t b, co
   wide_weights<kN, kP>(s, b, rw, m, l, a, w, corr);
   if constexpr (kH > 0) {
     wg_add<kD>(o, t, 0);
-    wg_issue_pv<kH>(h, 1, t);
+    wg_issue_pv<2, kH>(h.tile, h.pf, 1, t);
     wg_add<kD>(o, t, 1);
   }
   wide_rescale<kD>(o, corr);
@@ -395,14 +399,7 @@ __device__ __forceinline__ void wg_block_math_flat(const uint8_t* tile, int32_t 
 #pragma unroll
   for (int half = 0; half < kD / 64; ++half) {
     float t[8][4];
-    wgmma_fence();
-#pragma unroll
-    for (int p = kP - 1; p >= 0; --p)
-#pragma unroll
-      for (int i = 0; i < kN; ++i)  // block i's keys: rows 16 i .. of the tile
-        wgmma_n64<true>(t, pf[i][p], wg_desc(tile + wg_tile_bytes(kN) + 256 * i + 8 * kCol * half, 128, kCol),
-                        p != kP - 1 || i > 0);
-    wgmma_commit();
+    wg_issue_pv<kN, kN>(tile, pf, half, t);
     wg_add<kD>(o, t, half);
   }
 }

@@ -609,6 +609,15 @@ const char* resolve_ldmatrix(Slot* s, uint32_t part) {
   return nullptr;
 }
 
+// movmatrix.trans: lane t's word holds elements (row t / 4, cols 2 (t % 4), +1) of an 8x8 matrix
+// of 16-bit values; it receives the same positions of the transpose.
+const char* resolve_movmatrix(Slot* s, uint32_t part) {
+  if (part != 0xFFFFFFFFu) return "movmatrix needs all 32 lanes";
+  auto at = [&](unsigned row, unsigned col) { return (s[4 * row + col / 2].in[0] >> (16 * (col % 2))) & 0xFFFFu; };
+  for (unsigned t = 0; t < 32; ++t) s[t].out[0] = at(2 * (t % 4), t / 4) | at(2 * (t % 4) + 1, t / 4) << 16;
+  return nullptr;
+}
+
 // A 16-bit mma input as a float: bf16, or fp16 (mma_f16), by the library's own conversions.
 float half_bits_to_f32(uint16_t h, bool fp16) { return fp16 ? gaacrt::fp16_to_f32(h) : gaacrt::bf16_to_f32(h); }
 
@@ -688,6 +697,13 @@ void ldmatrix_x4(uint32_t r[4], const void* p, bool trans, const char* file, int
   s.in[0] = trans;
   warp_collective(&resolve_ldmatrix, 0xFFFFFFFFu, s, file, line);
   for (int i = 0; i < 4; ++i) r[i] = s.out[i];
+}
+
+uint32_t movmatrix_trans(uint32_t x, const char* file, int line) {
+  Slot s{};
+  s.in[0] = x;
+  warp_collective(&resolve_movmatrix, 0xFFFFFFFFu, s, file, line);
+  return s.out[0];
 }
 
 void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, bool fp16, const char* file, int line) {

@@ -112,6 +112,7 @@ void mbar_expect_tx(uint64_t* bar, uint32_t bytes);
 void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar);
 void mbar_wait(uint64_t* bar, uint32_t parity, const char* file, int line);
 void ldmatrix_x4(uint32_t r[4], const void* p, bool trans, const char* file, int line);
+uint32_t movmatrix_trans(uint32_t x, const char* file, int line);
 void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, bool fp16, const char* file, int line);
 // int8 mma: k 32 (a[4], b0, b1) or 16 (a[0], a[1], b0); b_unsigned: B is u8.
 void mma_s8(int d[4], const uint32_t* a, uint32_t b0, uint32_t b1, int k, bool b_unsigned, const char* file, int line);

@@ -1,8 +1,9 @@
 // attention_block.cuh — the per-block math of the tensor-core attention kernel (attention_mma.cuh)
-// on one M-tile of 4 query rows: the query's A fragments in three bf16 parts, q·k of a block of 16
-// keys, the online softmax and p·v (the header of attention_mma.cuh says why the parts sit in the
-// A operand's rows). Shared by the decode path (run_rows) and the narrow prefill path
-// (attention_prefill.cuh run_rows_shared).
+// on one M-tile of 4 query rows: q·k of a block of 16 keys, the online softmax and p·v, with the
+// keys in the mma's rows and the query rows as columns (the last section; the decode path,
+// run_rows, and the narrow prefill path, attention_prefill.cuh run_rows_shared). Also the pieces
+// the other kernels share: the softmax (softmax_weights: the wide prefill, E8), and the query
+// rows as the A operand's rows in three bf16 parts with q·k in that layout (E8's raw blocks).
 #pragma once
 #include <cmath>
 
@@ -74,8 +75,7 @@ __device__ __forceinline__ void query_fragments(const float* qv, bool valid, int
 }
 
 // q·k of one block of 16 keys for this lane's query row: keys 0-7 (s[0]) and 8-15 (s[1]), two
-// chains each (even / odd k-steps) for latency. Split from block_rest so that a GAAC warp can
-// decode V while these mma.sync are in flight.
+// chains each (even / odd k-steps) for latency (E8's raw blocks, attention_e8_mma.cuh).
 template <int kD>
 __device__ __forceinline__ void block_scores(const uint16_t* kt, const uint32_t (&qa)[kD / 16][4], float (&s)[2][2][4]) {
   constexpr int kRow = TileGeom<kD>::kRow, kKs = kD / 16;
@@ -123,6 +123,49 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 #endif
 }
 
+// The scores in units of log2 (scaled, softcapped): one branch for all of them. A test per score
+// cut a step into a basic block per score (16 in a two-block step of the wide prefill), which the
+// compiler could not schedule across (pp512 after 32K on an H100: 3,483 -> 3,882 tok/s with this
+// alone, the seventeenth session).
+template <int kN>
+__device__ __forceinline__ void log2_scores(float (&sc)[kN], const AttentionArgs& a) {
+  if (a.softcap > 0.f) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) sc[j] = a.softcap * tanhf(sc[j] * a.scale / a.softcap) * kLog2e;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) sc[j] = sc[j] * a.scale * kLog2e;
+  }
+}
+
+// The online-softmax update of one row from this lane's kN scores of it (log2 units, masked),
+// the row's other scores on the lanes that differ from this one in the bits of kSpread (xor
+// shuffles, in a fixed order): the weights p, the new m and l, and the factor the row's
+// accumulators must be scaled by.
+template <int kN, int kSpread>
+__device__ __forceinline__ float online_softmax(const float (&sc)[kN], float& m, float& l, float (&p)[kN]) {
+  float bmax = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) bmax = fmaxf(bmax, sc[j]);
+#pragma unroll
+  for (int x = 1; x < 32; x <<= 1)
+    if (kSpread & x) bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, x));
+  const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
+  const float corr = exp2_ftz(m - mref);  // 0 until the first visible key (m = -inf); 2^0 = 1 exactly
+  float rs = 0.f;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    p[j] = exp2_ftz(sc[j] - mref);
+    rs += p[j];
+  }
+#pragma unroll
+  for (int x = 1; x < 32; x <<= 1)
+    if (kSpread & x) rs += __shfl_xor_sync(kFull, rs, x);
+  l = l * corr + rs;
+  m = mn;
+  return corr;
+}
+
 // Online softmax step of kN consecutive blocks b .. b + kN - 1 of 16 keys (visible keys lo..pos;
 // log2 domain: m and the scores are in units of log2): masks and scales this lane's scores sc
 // (block b + i's in sc[4i .. 4i + 3]), turns them into the weights p, updates m and l and returns
@@ -137,17 +180,7 @@ __device__ __forceinline__ float softmax_weights(float (&sc)[4 * kN], int32_t b,
   // Every key of the blocks visible to this row (all blocks of a decode step but the newest and,
   // with a sliding window, the oldest): no per-key mask.
   const bool all_visible = b0 >= lo && b0 + kN * KV_BLOCK_TOKENS - 1 <= pos;
-  float bmax = -INFINITY;
-  // One branch for all the scores: a test per score cut the step into a basic block per score
-  // (16 in a two-block step of the wide prefill), which the compiler could not schedule across
-  // (pp512 after 32K on an H100: 3,483 -> 3,882 tok/s with this alone, the seventeenth session).
-  if (a.softcap > 0.f) {
-#pragma unroll
-    for (int j = 0; j < 4 * kN; ++j) sc[j] = a.softcap * tanhf(sc[j] * a.scale / a.softcap) * kLog2e;
-  } else {
-#pragma unroll
-    for (int j = 0; j < 4 * kN; ++j) sc[j] = sc[j] * a.scale * kLog2e;
-  }
+  log2_scores(sc, a);
   if (!all_visible) {
 #pragma unroll
     for (int j = 0; j < 4 * kN; ++j) {
@@ -156,92 +189,7 @@ __device__ __forceinline__ float softmax_weights(float (&sc)[4 * kN], int32_t b,
       if (key < lo || key > pos) sc[j] = -INFINITY;
     }
   }
-#pragma unroll
-  for (int j = 0; j < 4 * kN; ++j) bmax = fmaxf(bmax, sc[j]);
-  bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 1));
-  bmax = fmaxf(bmax, __shfl_xor_sync(kFull, bmax, 2));
-  const float mn = fmaxf(m, bmax), mref = mn == -INFINITY ? 0.f : mn;
-  const float corr = exp2_ftz(m - mref);  // 0 until the first visible key (m = -inf); 2^0 = 1 exactly
-  float rs = 0.f;
-#pragma unroll
-  for (int j = 0; j < 4 * kN; ++j) {
-    p[j] = exp2_ftz(sc[j] - mref);
-    rs += p[j];
-  }
-  rs += __shfl_xor_sync(kFull, rs, 1);
-  rs += __shfl_xor_sync(kFull, rs, 2);
-  l = l * corr + rs;
-  m = mn;
-  return corr;
-}
-
-// softmax_weights, then o rescaled (this lane's accumulators are all of its own row).
-template <int kD>
-__device__ __forceinline__ float softmax_block(float (&sc)[4], int32_t b, int32_t pos, int32_t lo,
-                                               float (&o)[kD / 8][4], float& m, float& l, const AttentionArgs& a,
-                                               float (&p)[4]) {
-  const float corr = softmax_weights(sc, b, pos, lo, m, l, a, p);
-  // Rescale only when some row's maximum moved (after the first blocks, rarely): x * 1 == x, so
-  // skipping is exact.
-  if (__any_sync(kFull, corr != 1.f)) {
-#pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) o[nt][c] *= corr;
-  }
-  return corr;
-}
-
-// Weights w of this lane's keys (2t, 2t+1, 2t+8, 2t+9) as the A operand of p·v, in three parts:
-// the score accumulators' layout is the A layout.
-__device__ __forceinline__ void weights_a(const float (&w)[4], uint32_t (&pf)[4]) {
-  const bool upper = (threadIdx.x & 31) >= 16;
-  const Split3 pa = split3(w[0], w[1]), pb = split3(w[2], w[3]);
-  pf[0] = upper ? pa.mid : pa.hi;
-  pf[1] = upper ? 0u : pa.lo;
-  pf[2] = upper ? pb.mid : pb.hi;
-  pf[3] = upper ? 0u : pb.lo;
-}
-
-// o += pf · V for the value columns of n-tile pairs np0 .. np1-1 (16 columns each; constants
-// after unrolling) of a block's BF16 rows vt.
-template <int kD>
-__device__ __forceinline__ void pv_block(const uint32_t (&pf)[4], const uint16_t* vt, float (&o)[kD / 8][4],
-                                         int np0 = 0, int np1 = kD / 16) {
-  constexpr int kRow = TileGeom<kD>::kRow;
-  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-  const uint16_t* vp = vt + (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
-#pragma unroll
-  for (int np = 0; np < kD / 16; ++np) {
-    if (np < np0 || np >= np1) continue;
-    uint32_t r[4];
-    ldmatrix_x4_trans(r, vp + 16 * np);
-    mma_bf16(o[2 * np], pf, r[0], r[1]);
-    mma_bf16(o[2 * np + 1], pf, r[2], r[3]);
-  }
-}
-
-// Online softmax and weighted values of one block of 16 keys, given its q·k accumulators.
-template <int kD>
-__device__ __forceinline__ void block_rest(const float (&s)[2][2][4], const uint16_t* vt, int32_t b, int32_t pos,
-                                           int32_t lo, float (&o)[kD / 8][4], float& m, float& l,
-                                           const AttentionArgs& a) {
-  float sc[4], p[4];
-  uint32_t pf[4];
-  sum_score_parts(s, sc);
-  softmax_block<kD>(sc, b, pos, lo, o, m, l, a, p);
-  weights_a(p, pf);
-  pv_block<kD>(pf, vt, o);
-}
-
-// Scores, online softmax and weighted values of one block of 16 keys.
-template <int kD>
-__device__ __forceinline__ void block_math(const uint16_t* kt, const uint16_t* vt, int32_t b, int32_t pos, int32_t lo,
-                                           const uint32_t (&qa)[kD / 16][4], float (&o)[kD / 8][4], float& m,
-                                           float& l, const AttentionArgs& a) {
-  float s[2][2][4];
-  block_scores<kD>(kt, qa, s);
-  block_rest<kD>(s, vt, b, pos, lo, o, m, l, a);
+  return online_softmax<4 * kN, 3>(sc, m, l, p);  // a row's scores: the four lanes of a quad
 }
 
 // The newest block's rows past the last token were never written: a NaN there times p = 0 would
@@ -256,15 +204,135 @@ __device__ __forceinline__ void zero_rows_past_end(uint16_t* vt, int32_t n_valid
   }
 }
 
-// A row's online-softmax state before its first block.
-template <int kD>
-__device__ __forceinline__ void reset_row_state(float (&o)[kD / 8][4], float& m, float& l) {
+// A row's online-softmax state before its first block (o: either layout's accumulators).
+template <int kNT>
+__device__ __forceinline__ void reset_row_state(float (&o)[kNT][4], float& m, float& l) {
 #pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
+  for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
     for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
   m = -INFINITY;
   l = 0.f;
+}
+
+// ---- the decode path's block math: keys in the mma's rows, the M-tile's query rows as columns ----
+// run_rows (the decode-sized sequences, and the per-warp prefill path) computes S^T = K · Q^T and
+// O^T += V^T · P^T: the A operand is a block's 16 keys (or 16 value channels), the B operand's 8
+// columns are the M-tile's 4 query rows in two bf16 parts (column n = 2 row + part: hi, then the
+// bf16 rounding of the rest). Against the query rows in the A operand's 16 rows (three parts, 12
+// of them used, the layout above), every column is used: a block takes half the mma and
+// ldmatrix, a lane's scores are two (keys g and g + 8 of row t = lane % 4, the parts in
+// neighbouring accumulators: no shuffle to sum them), and O^T takes kD / 4 floats a lane instead of
+// kD / 2. The parts never share an accumulator, so a small part is never truncated against a large
+// sum (the tensor cores truncate each addition); the two are added once, in fp32, at the end.
+// Two parts carry 16 of a float's 24 significant bits: about 3e-6 from the CPU's attention (as the
+// wide prefill's two parts; the tests' bound is 1e-5). P^T's B fragments are the score
+// accumulators' bf16 pairs transposed by movmatrix.
+// Fragment map (g = lane / 4, t = lane % 4): scores s[chain][c]: (key g + 8 (c >> 1), row t, part
+// c & 1); O^T o[mt][c]: (channel 16 mt + g + 8 (c >> 1), row t, part c & 1).
+
+// This lane's B fragments of Q^T: channels 16 kk + 2t, +1 (qb[kk][0]) and +8, +9 (qb[kk][1]) of
+// part g % 2 of query row g / 2 (qv: its vector; zeros past dk or when !valid).
+template <int kD>
+__device__ __forceinline__ void query_columns(const float* qv, bool valid, int32_t dk, uint32_t (&qb)[kD / 16][2]) {
+  const int lane = threadIdx.x & 31, tig = lane & 3;
+  const bool lo_part = ((lane >> 2) & 1) != 0;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int ch = 16 * kk + 2 * tig + 8 * u;
+      const float x0 = valid && ch < dk ? qv[ch] : 0.f, x1 = valid && ch + 1 < dk ? qv[ch + 1] : 0.f;
+      const uint32_t hi = pack_bf16x2(x0, x1);
+      qb[kk][u] = lo_part ? pack_bf16x2(x0 - bf16_lo(hi), x1 - bf16_hi(hi)) : hi;
+    }
+}
+
+// q·k of one block of 16 keys (kt: its BF16 rows) for the M-tile's columns, in two chains (even
+// and odd k-steps) for latency: s[chain][c] in the fragment map above.
+template <int kD>
+__device__ __forceinline__ void key_row_scores(const uint16_t* kt, const uint32_t (&qb)[kD / 16][2], float (&s)[2][4]) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) s[c][x] = 0.f;
+  // ldmatrix's four 8x8 matrices as the A fragments: keys 0-7 / 8-15 (mi & 1), channels 0-7 / 8-15
+  // (mi >> 1) of the k-step.
+  const uint16_t* kp = kt + (8 * (mi & 1) + ri) * kRow + 8 * (mi >> 1);
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t a[4];
+    ldmatrix_x4(a, kp + 16 * kk);
+    mma_bf16(s[kk & 1], a, qb[kk][0], qb[kk][1]);
+  }
+}
+
+// Online softmax and weighted values of one block of 16 keys (b), given its q·k accumulators s:
+// this lane's row (the M-tile's row lane % 4) sees keys lo .. pos; its O^T accumulators o.
+template <int kD>
+__device__ __forceinline__ void key_row_rest(const float (&s)[2][4], const uint16_t* vt, int32_t b, int32_t pos,
+                                             int32_t lo, float (&o)[kD / 16][4], float& m, float& l,
+                                             const AttentionArgs& a) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, g = lane >> 2, mi = lane >> 3, ri = lane & 7;
+  float sc[2], p[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) sc[j] = (s[0][2 * j] + s[1][2 * j]) + (s[0][2 * j + 1] + s[1][2 * j + 1]);
+  const int32_t b0 = b * KV_BLOCK_TOKENS;
+  log2_scores(sc, a);
+  if (!(b0 >= lo && b0 + KV_BLOCK_TOKENS - 1 <= pos)) {  // some key of the block hidden from this row
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int32_t key = b0 + g + 8 * j;
+      if (key < lo || key > pos) sc[j] = -INFINITY;  // a select (see softmax_weights)
+    }
+  }
+  const float corr = online_softmax<2, 28>(sc, m, l, p);  // a row's 16 keys: the lanes of its t
+  if (__any_sync(kFull, corr != 1.f)) {  // (exact to skip: x * 1 == x)
+#pragma unroll
+    for (int mt = 0; mt < kD / 16; ++mt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) o[mt][c] *= corr;
+  }
+  // P^T's B fragments: this lane's (key, row t) weights as (hi, rest) bf16 pairs in accumulator
+  // layout, keys 0-7 and 8-15, each transposed.
+  uint32_t pb[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const uint32_t hi = pack_bf16x2(p[j], 0.f);
+    pb[j] = movmatrix_trans(pack_bf16x2(p[j], p[j] - bf16_lo(hi)));
+  }
+  // V^T's A fragments by ldmatrix.trans: channels 0-7 / 8-15 (mi & 1), keys 0-7 / 8-15 (mi >> 1).
+  const uint16_t* vp = vt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
+#pragma unroll
+  for (int mt = 0; mt < kD / 16; ++mt) {
+    uint32_t r[4];
+    ldmatrix_x4_trans(r, vp + 16 * mt);
+    mma_bf16(o[mt], r, pb[0], pb[1]);
+  }
+}
+
+// Scores, online softmax and weighted values of one block of 16 keys.
+template <int kD>
+__device__ __forceinline__ void key_row_math(const uint16_t* kt, const uint16_t* vt, int32_t b, int32_t pos,
+                                             int32_t lo, const uint32_t (&qb)[kD / 16][2], float (&o)[kD / 16][4],
+                                             float& m, float& l, const AttentionArgs& a) {
+  float s[2][4];
+  key_row_scores<kD>(kt, qb, s);
+  key_row_rest<kD>(s, vt, b, pos, lo, o, m, l, a);
+}
+
+// This lane's output values: row lane % 4, channels 16 mt + g (oc[mt][0]) and + 8 (oc[mt][1]), the
+// parts summed (small first).
+template <int kD>
+__device__ __forceinline__ void key_row_sums(const float (&o)[kD / 16][4], float (&oc)[kD / 16][2]) {
+#pragma unroll
+  for (int mt = 0; mt < kD / 16; ++mt) {
+    oc[mt][0] = o[mt][1] + o[mt][0];
+    oc[mt][1] = o[mt][3] + o[mt][2];
+  }
 }
 
 }  // namespace gaacrt::cuda::attn

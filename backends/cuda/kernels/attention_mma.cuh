@@ -3,12 +3,12 @@
 // "Ops, graphs and the attention op"). The CPU reference is backends/cpu/attention.cpp.
 //
 // The unit of work is an M-tile: 4 query rows (row = (query token, head of the GQA group)) of one
-// kv-head. q·k and p·v are mma.sync m16n8k16 (bf16 x bf16 -> fp32) with the 16 rows of the A
-// operand holding the three bf16 parts of the 4 rows' fp32 values (hi: rows 0-3, mid: 4-7, lo:
-// 8-11; 12-15 zero; attention_ptx.cuh says why), so a K/V tile is read once from shared memory
-// for all 4 heads and the result is exact to fp32. A lane's accumulators then cover a single
-// query row (g = lane/4 and g + 8 name the same row), which keeps the softmax per lane simple:
-// the three parts of a score are summed with one shuffle (lane ^ 16), and the same for p·v at the end.
+// kv-head. q·k and p·v are mma.sync m16n8k16 (bf16 x bf16 -> fp32) with a block's 16 keys (or 16
+// value channels) in the A operand's rows and the 4 rows' fp32 queries and weights in the B
+// operand's 8 columns, two bf16 parts each (attention_block.cuh, "keys in the mma's rows";
+// attention_ptx.cuh says why parts), so a K/V tile is read once from shared memory for all 4
+// heads. A lane's scores and accumulators then cover a single query row (lane % 4), its two
+// parts in neighbouring accumulators: no shuffle to sum them.
 //
 // Warps are independent: each streams its own blocks through a pipeline of stage_count() blocks in
 // its own shared buffers (no __syncthreads in the loop) and keeps an online softmax (m, l, O).
@@ -81,7 +81,8 @@ __device__ __forceinline__ void load_gaac_bases(const KernelArgs& P, int32_t kvh
 }
 
 // One warp, one M-tile (rows r0 .. r0+3 of sequence s), blocks b_first, b_first + b_step, ...
-// below b_end: leaves this lane's row state (parts not yet summed) in o, m, l.
+// below b_end, in attention_block.cuh's key-row layout: leaves this lane's row state (row r0 +
+// lane % 4; O^T's parts not yet summed) in o, m, l.
 // pdl_wait: this warp waits for the previous kernel (PDL) here, after issuing the copies of its
 // first blocks that lie before the first block this step writes (pos0 / 16): the sequence, the
 // table and those blocks were written before the step began, so the copies overlap the previous
@@ -93,16 +94,16 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
                                          int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
                                          bool pdl_wait, uint8_t* wbase, const GaacLanes& GL,
                                          GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
-                                         GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
+                                         GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 16][4],
                                          float& m, float& l) {
   constexpr int kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB), kT = TileGeom<kD>::kTiles;
   const KVLayerView& kv = P.kv;
   const int lane = threadIdx.x & 31;
   const int32_t dk = kv.head_dim_k;
-  const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
+  const TileRow tr = query_row(P, s, kvh, r0 + (lane & 3), n_rows);  // this lane's softmax row
   const int32_t pos = tr.pos, lo = tr.lo, len = s.pos0 + s.n_q;  // len: tokens in the cache
 
-  reset_row_state<kD>(o, m, l);
+  reset_row_state(o, m, l);
 
   const uint32_t kv_bytes = kGaac ? kv.n_half * P.half_bytes : (uint32_t)kTileBytes;  // one stage's K (or V)
   uint8_t* dec = wbase + kS * 2 * kv_bytes;  // GAAC: decoded K, V (or one tile for both, kB = 3)
@@ -151,8 +152,9 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
   } else {
     es.template issue_first<kS>(issue);
   }
-  uint32_t qa[kD / 16][4];  // q is the previous kernel's output: after the wait
-  query_fragments<kD>(P.q + tr.q_off, tr.valid, dk, qa);
+  uint32_t qb[kD / 16][2];  // q is the previous kernel's output: after the wait
+  const TileRow tq = query_row(P, s, kvh, r0 + (lane >> 3), n_rows);  // the row of this lane's Q^T column
+  query_columns<kD>(P.q + tq.q_off, tq.valid, dk, qb);
   if constexpr (kGaac)
     if (pdl_wait) load_gaac_bases<kD>(P, kvh, GL, b3, b4);
   for (int32_t it = 0; it < n_iter; ++it) {
@@ -175,8 +177,8 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       const uint32_t* be = ents + (it % kS) * kT;
       bool ok = decode_gaac_block<kD, 0, kRK>(kv, gs, be, sk, sk + kv_bytes, P.half_bytes, GL, b3, b4, kt, vt);
       __syncwarp();
-      float sc[2][2][4];
-      block_scores<kD>(kt, qa, sc);
+      float sc[2][4];
+      key_row_scores<kD>(kt, qb, sc);
       if constexpr (kB == 3) __syncwarp();  // every lane's ldmatrix of K is done: V may overwrite it
       if constexpr (kRK < TileGeom<kD>::kRounds)
         ok &= decode_gaac_block<kD, kRK, TileGeom<kD>::kRounds>(kv, gs, be, sk, sk + kv_bytes, P.half_bytes, GL,
@@ -185,13 +187,13 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
       __syncwarp();
       if (ok) {
         zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
-        block_rest<kD>(sc, vt, b, pos, lo, o, m, l, P.a);
+        key_row_rest<kD>(sc, vt, b, pos, lo, o, m, l, P.a);
       }
     } else {
       kt = reinterpret_cast<uint16_t*>(sk);
       vt = reinterpret_cast<uint16_t*>(sk + kv_bytes);
       zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
-      block_math<kD>(kt, vt, b, pos, lo, qa, o, m, l, P.a);
+      key_row_math<kD>(kt, vt, b, pos, lo, qb, o, m, l, P.a);
     }
     __syncwarp();  // the stage is read: the next issue may overwrite it
   }
@@ -204,22 +206,10 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
 }
 
 
-// o's three parts of this lane's row summed (lanes l and l ^ 16 get the same values).
-template <int kD>
-__device__ __forceinline__ void sum_parts(const float (&o)[kD / 8][4], float (&oc)[kD / 8][2]) {
-#pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const float x = o[nt][c] + o[nt][c + 2];
-      oc[nt][c] = x + __shfl_xor_sync(kFull, x, 16);
-    }
-}
-
 template <int kD>
 __device__ __forceinline__ void finish_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                               int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw, float m,
-                                              float l, const float (&oc)[kD / 8][2], uint8_t* smem) {
+                                              float l, const float (&oc)[kD / 16][2], uint8_t* smem) {
   store_warp_state<kD>(warp_states(smem), P.kv.head_dim_v, m, l, oc);
   merge_decode<kD>(P, s, kvh, split, n_rows, ds, dw, smem);
 }
@@ -251,10 +241,10 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
   constexpr int kRow = TileGeom<kD>::kRow, kTileBytes = TileGeom<kD>::kTileBytes, kS = stage_count(kD, kB);
   constexpr int kR = TileGeom<kD>::kRounds;
   const KVLayerView& kv = P.kv;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const AttnSeq s = P.seqs[blockIdx.z];
   const int32_t kvh = P.head_fastest ? blockIdx.x : blockIdx.y, split = P.head_fastest ? blockIdx.y : blockIdx.x;
-  const int32_t G = P.a.n_head / kv.n_head_kv, dk = kv.head_dim_k, dv = kv.head_dim_v, n_rows = s.n_q * G;
+  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v, n_rows = s.n_q * G;
   const int32_t td = kv.tile_dim, d = kv.n_half * td, W = P.a.sliding_window;
   if (n_rows <= 0) return;
   // Decode-sized: this split's chunks. Splits past the last chunk with keys (a short context in a
@@ -288,7 +278,6 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
   for (int rd = 0; rd < kR; ++rd) b3[rd] = b4[rd] = GaacU32x2{0u, 0u};
   if constexpr (kGaac) GL = gaac_lanes_of(td, kv.n_half, lane);
 
-  float o[kD / 8][4], oc[kD / 8][2], m, l;
   if (n_rows > kRowsPerGroup) {
     // ---- prefill-sized: row groups of 64 (attention_wide.cuh) or 16, one M-tile per warp ----
     if constexpr (kGaac) load_gaac_bases<kD>(P, kvh, GL, b3, b4);
@@ -319,6 +308,7 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
       const int32_t r0 = rg * kRowsPerGroup + kRowsPerTile * warp;
       int32_t b0 = 0, b1 = 0;
       if (r0 < n_rows) row_blocks(s, G, W, r0, min(n_rows - 1, r0 + kRowsPerTile - 1), b0, b1);
+      float o[kD / 16][4], oc[kD / 16][2], m, l;
       if constexpr (kShared) {
         // The row group's blocks, the same way from its first and last rows: every warp's lie inside.
         const int32_t g0 = rg * kRowsPerGroup;
@@ -328,16 +318,16 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
       } else {
         run_rows<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);
       }
-      sum_parts<kD>(o, oc);
-      const int32_t R = r0 + (lane >> 2);
-      if (lane < 16 && R < n_rows) {
+      key_row_sums<kD>(o, oc);
+      const int32_t R = r0 + (lane & 3);  // row lane % 4, channels 16 mt + lane / 4, + 8
+      if (R < n_rows) {
         float* op = out_row(P, s, kvh, R);
         const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
-        for (int nt = 0; nt < kD / 8; ++nt) {
-          const int ch = 8 * nt + 2 * tig;
-          if (ch < dv) op[ch] = oc[nt][0] * inv;
-          if (ch + 1 < dv) op[ch + 1] = oc[nt][1] * inv;
+        for (int mt = 0; mt < kD / 16; ++mt) {
+          const int ch = 16 * mt + (lane >> 2);
+          if (ch < dv) op[ch] = oc[mt][0] * inv;
+          if (ch + 8 < dv) op[ch + 8] = oc[mt][1] * inv;
         }
       }
     }
@@ -346,8 +336,9 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
 
   // ---- decode-sized: this block's share of the chunks; warps = (M-tile, key group) ----
   const DecodeWarp dw = decode_warp(n_rows, ds);
+  float o[kD / 16][4], oc[kD / 16][2], m, l;
   run_rows<kD, kGaac, kB>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, true, wbase, GL, b3, b4, o, m, l);
-  sum_parts<kD>(o, oc);
+  key_row_sums<kD>(o, oc);
   finish_decode<kD>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }
 

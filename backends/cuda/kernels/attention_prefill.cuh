@@ -49,7 +49,7 @@ __device__ __forceinline__ void issue_stage(const KVLayerView& kv, const GaacSta
 // it once per warp; here each block of the group's range [B0, B1) is copied once into a ring of
 // shared_stage_count stages the thread block shares (BF16: every warp a quarter of the copies;
 // GAAC's slots: warp 0), GAAC's tiles are decoded once (a warp per round: decode_my_round), and
-// every warp runs block_math on the blocks of its own
+// every warp runs key_row_math on the blocks of its own
 // range [b0, b1), in order: the same blocks, the same sums, the same bits as run_rows.
 // Barriers per step (kStep blocks: 1, or 2 for the wide row groups' steps of 32 keys): A (staged),
 // for GAAC B (decoded; a block-wide AND of the slots' validation). A also frees the stages (and
@@ -271,18 +271,20 @@ __device__ __forceinline__ void run_rows_shared(const KernelArgs& P, const AttnS
                                                 int32_t n_rows, int32_t b0, int32_t b1, int32_t B0, int32_t B1,
                                                 uint8_t* base, const GaacLanes& GL,
                                                 const GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
-                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 8][4],
+                                                const GaacU32x2 (&b4)[TileGeom<kD>::kRounds], float (&o)[kD / 16][4],
                                                 float& m, float& l) {
-  const TileRow tr = tile_row(P, s, kvh, r0, n_rows);
-  uint32_t qa[kD / 16][4];
+  const int lane = threadIdx.x & 31;
+  const TileRow tr = query_row(P, s, kvh, r0 + (lane & 3), n_rows);  // as run_rows: the softmax row
+  const TileRow tq = query_row(P, s, kvh, r0 + (lane >> 3), n_rows);  // ... and the Q^T column's
+  uint32_t qb[kD / 16][2];
   shared_stream<kD, kGaac, kB, 1>(
       P, s, kvh, B0, B1, base, GL, b3, b4,
       [&] {
-        reset_row_state<kD>(o, m, l);
-        query_fragments<kD>(P.q + tr.q_off, tr.valid, P.kv.head_dim_k, qa);
+        reset_row_state(o, m, l);
+        query_columns<kD>(P.q + tq.q_off, tq.valid, P.kv.head_dim_k, qb);
       },
       [&](const uint16_t* const (&kt)[1], const uint16_t* const (&vt)[1], int32_t b, int) {
-        if (b >= b0 && b < b1) block_math<kD>(kt[0], vt[0], b, tr.pos, tr.lo, qa, o, m, l, P.a);
+        if (b >= b0 && b < b1) key_row_math<kD>(kt[0], vt[0], b, tr.pos, tr.lo, qb, o, m, l, P.a);
       });
 }
 

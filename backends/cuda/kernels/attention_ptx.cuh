@@ -150,6 +150,18 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* p) 
 #endif
 }
 
+// The transpose of an 8x8 matrix of 16-bit values held as thread t's element pair (row t/4, cols
+// 2(t%4), +1): an mma's accumulator layout in, a B operand's out (sm_75+).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+#if defined(GAACRT_CUDA_EMULATION)
+  return gaacrt_cuda_emu::movmatrix_trans(x, __FILE__, __LINE__);
+#else
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+#endif
+}
+
 // D = A(16x16, row) * B(16x8, col) + D, bf16 inputs, fp32 accumulators. Fragments (g = lane/4,
 // c = 2*(lane%4)): a0 (row g, cols c,c+1), a1 (row g+8), a2 (row g, cols c+8,c+9), a3 (row g+8,
 // cols c+8); b0 (k c,c+1; n g), b1 (k c+8,c+9; n g); d0,d1 (row g, cols c,c+1), d2,d3 (row g+8).

@@ -67,23 +67,22 @@ __device__ __forceinline__ float* warp_states(uint8_t* smem) {
   return reinterpret_cast<float*>(smem);
 }
 
-// This warp's state from the summed parts oc of run_rows (lanes < 16: row lane / 4).
+// This warp's state from the summed parts oc of run_rows (attention_block.cuh's key-row layout:
+// row lane % 4, channels 16 mt + lane / 4 and + 8).
 template <int kD>
 __device__ __forceinline__ void store_warp_state(float* ws, int32_t dv, float m, float l,
-                                                 const float (&oc)[kD / 8][2]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
-  if (lane < 16) {
-    float* w = ws + (warp * kRowsPerTile + (lane >> 2)) * (dv + 2);
-    if (tig == 0) {
-      w[0] = m;
-      w[1] = l;
-    }
+                                                 const float (&oc)[kD / 16][2]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+  float* w = ws + (warp * kRowsPerTile + (lane & 3)) * (dv + 2);
+  if (g == 0) {
+    w[0] = m;
+    w[1] = l;
+  }
 #pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt) {
-      const int col = 8 * nt + 2 * tig;  // columns col, col + 1
-      if (col < dv) w[2 + col] = oc[nt][0];
-      if (col + 1 < dv) w[2 + col + 1] = oc[nt][1];
-    }
+  for (int mt = 0; mt < kD / 16; ++mt) {
+    const int col = 16 * mt + g;  // columns col, col + 8
+    if (col < dv) w[2 + col] = oc[mt][0];
+    if (col + 8 < dv) w[2 + col + 8] = oc[mt][1];
   }
 }
 

@@ -75,9 +75,19 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 gguf_wheel "$PY"
 # One build folder for the visit, so that the rev stage's rebuilds are incremental.
+# A warm machine keeps that folder between calls, but each call's tree comes with the files' own
+# times: a file put back to an older version (a rev overlay copied over the tree in the call
+# before, say) looks older than the object built from the other version, and ninja would keep that
+# object (the twentieth session profiled the old kernel that way once). So every source whose
+# content differs from what the last build saw is touched first.
 build_tree() {
+  local dir="${BUILD_DIR:-/tmp/skb-visit}" now
+  now=$(mktemp)
+  find backends src python include CMakeLists.txt -type f | xargs md5sum | sort > "$now"
+  [ -f "$dir/.gaacrt-sources.md5" ] && comm -23 "$now" "$dir/.gaacrt-sources.md5" | cut -c35- | xargs -r touch
   MAX_JOBS=16 CMAKE_BUILD_PARALLEL_LEVEL=16 "$PY" -m pip install -q --no-build-isolation --no-deps \
-    -Cbuild-dir="${BUILD_DIR:-/tmp/skb-visit}" . || { echo "build failed"; exit 1; }
+    -Cbuild-dir="$dir" . || { echo "build failed"; exit 1; }
+  cp "$now" "$dir/.gaacrt-sources.md5"
 }
 if has build; then
   stage "build"

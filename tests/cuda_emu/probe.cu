@@ -124,6 +124,12 @@ __global__ void k_mma(const uint32_t* a_frag, const uint16_t* b_rows, float* d_o
   for (int i = 0; i < 4; ++i) d_out[4 * lane + i] = d[i];
 }
 
+// movmatrix.trans: lane t holds (row t/4, cols 2(t%4), +1) of an 8x8 matrix of 16-bit values and
+// receives the same positions of its transpose (the decode attention's P^T, attention_block.cuh).
+__global__ void k_movmatrix(const uint32_t* in, uint32_t* out) {
+  out[threadIdx.x] = movmatrix_trans(in[threadIdx.x]);
+}
+
 uint16_t bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -246,6 +252,23 @@ int main() {
     cudaFree(da);
     cudaFree(db);
     cudaFree(dd);
+  }
+  {
+    // M[r][c] = 16 r + c + 1: every element distinct.
+    auto M = [](int r, int c) { return (uint32_t)(16 * r + c + 1); };
+    std::vector<uint32_t> in(32), out(32, 0);
+    for (int l = 0; l < 32; ++l) in[l] = M(l / 4, 2 * (l % 4)) | M(l / 4, 2 * (l % 4) + 1) << 16;
+    uint32_t *din = nullptr, *dout = nullptr;
+    cudaMalloc(&din, 128);
+    cudaMalloc(&dout, 128);
+    cudaMemcpy(din, in.data(), 128, cudaMemcpyHostToDevice);
+    check(launch(k_movmatrix, 1, 32, 0, din, dout) == cudaSuccess, "movmatrix launch");
+    cudaMemcpy(out.data(), dout, 128, cudaMemcpyDeviceToHost);
+    bool ok = true;
+    for (int l = 0; l < 32; ++l) ok &= out[l] == (M(2 * (l % 4), l / 4) | M(2 * (l % 4) + 1, l / 4) << 16);
+    check(ok, "movmatrix.trans gives each lane its element pair of the transpose");
+    cudaFree(din);
+    cudaFree(dout);
   }
   cudaFree(io);
   std::printf("%d passed, %d failed\n", g_pass, g_fail);

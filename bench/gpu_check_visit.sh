@@ -87,7 +87,7 @@ build_tree() {
   [ -f "$dir/.gaacrt-sources.md5" ] && comm -23 "$now" "$dir/.gaacrt-sources.md5" | cut -c35- | xargs -r touch
   MAX_JOBS=16 CMAKE_BUILD_PARALLEL_LEVEL=16 "$PY" -m pip install -q --no-build-isolation --no-deps \
     -Cbuild-dir="$dir" . || { echo "build failed"; exit 1; }
-  cp "$now" "$dir/.gaacrt-sources.md5"
+  mv "$now" "$dir/.gaacrt-sources.md5"
 }
 if has build; then
   stage "build"

@@ -138,6 +138,21 @@ __device__ __forceinline__ void log2_scores(float (&sc)[kN], const AttentionArgs
   }
 }
 
+// Masks the scores of the keys this row cannot see (visible: lo .. pos) among the span keys from
+// b0, score j's key being key(j): one test when every key of the span is visible (all blocks of a
+// decode step but the newest and, with a sliding window, the oldest). A select, not arithmetic:
+// rows past the newest token of a raw page may hold NaN patterns.
+template <int kN, typename KeyOf>
+__device__ __forceinline__ void mask_hidden_keys(float (&sc)[kN], int32_t b0, int32_t span, int32_t lo, int32_t pos,
+                                                 KeyOf key) {
+  if (b0 >= lo && b0 + span - 1 <= pos) return;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    const int32_t k = key(j);
+    if (k < lo || k > pos) sc[j] = -INFINITY;
+  }
+}
+
 // The online-softmax update of one row from this lane's kN scores of it (log2 units, masked),
 // the row's other scores on the lanes that differ from this one in the bits of kSpread (xor
 // shuffles, in a fixed order): the weights p, the new m and l, and the factor the row's
@@ -175,20 +190,10 @@ __device__ __forceinline__ float online_softmax(const float (&sc)[kN], float& m,
 template <int kN = 1>
 __device__ __forceinline__ float softmax_weights(float (&sc)[4 * kN], int32_t b, int32_t pos, int32_t lo, float& m,
                                                  float& l, const AttentionArgs& a, float (&p)[4 * kN]) {
-  const int tig = threadIdx.x & 3;
-  const int32_t b0 = b * KV_BLOCK_TOKENS, kb = b0 + 2 * tig;
-  // Every key of the blocks visible to this row (all blocks of a decode step but the newest and,
-  // with a sliding window, the oldest): no per-key mask.
-  const bool all_visible = b0 >= lo && b0 + kN * KV_BLOCK_TOKENS - 1 <= pos;
+  const int32_t b0 = b * KV_BLOCK_TOKENS, kb = b0 + 2 * (threadIdx.x & 3);
   log2_scores(sc, a);
-  if (!all_visible) {
-#pragma unroll
-    for (int j = 0; j < 4 * kN; ++j) {
-      const int32_t key = kb + KV_BLOCK_TOKENS * (j >> 2) + (j & 1) + 8 * ((j >> 1) & 1);
-      // A select, not arithmetic: rows past the newest token of a raw page may hold NaN patterns.
-      if (key < lo || key > pos) sc[j] = -INFINITY;
-    }
-  }
+  mask_hidden_keys(sc, b0, kN * KV_BLOCK_TOKENS, lo, pos,
+                   [&](int j) { return kb + KV_BLOCK_TOKENS * (j >> 2) + (j & 1) + 8 * ((j >> 1) & 1); });
   return online_softmax<4 * kN, 3>(sc, m, l, p);  // a row's scores: the four lanes of a quad
 }
 
@@ -282,13 +287,7 @@ __device__ __forceinline__ void key_row_rest(const float (&s)[2][4], const uint1
   for (int j = 0; j < 2; ++j) sc[j] = (s[0][2 * j] + s[1][2 * j]) + (s[0][2 * j + 1] + s[1][2 * j + 1]);
   const int32_t b0 = b * KV_BLOCK_TOKENS;
   log2_scores(sc, a);
-  if (!(b0 >= lo && b0 + KV_BLOCK_TOKENS - 1 <= pos)) {  // some key of the block hidden from this row
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int32_t key = b0 + g + 8 * j;
-      if (key < lo || key > pos) sc[j] = -INFINITY;  // a select (see softmax_weights)
-    }
-  }
+  mask_hidden_keys(sc, b0, KV_BLOCK_TOKENS, lo, pos, [&](int j) { return b0 + g + 8 * j; });
   const float corr = online_softmax<2, 28>(sc, m, l, p);  // a row's 16 keys: the lanes of its t
   if (__any_sync(kFull, corr != 1.f)) {  // (exact to skip: x * 1 == x)
 #pragma unroll

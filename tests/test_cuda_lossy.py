@@ -140,9 +140,10 @@ def test_cuda_e8_prefill_in_wide_row_groups_matches_the_narrow_path(cuda, cpu, n
     # The 64-row groups decode each code once per 16 rows and sum in a different order (the flash
     # layout, the weights' parts in fresh accumulators): other bits than the 16-row groups' (so
     # the wide path is the one that ran), the same answer within the suite's E8 bound, and as close
-    # to the CPU's (within 2x of the narrow path's distance; ~6e-7 both on the emulation, 2e-7
-    # apart). On a GPU the narrow path adds every block into its accumulators on the tensor cores,
-    # which truncate: its distance may grow there, the wide path's should not.
+    # to the CPU's (within 2x of the narrow path's distance; on the emulation ~6e-7 wide, ~2.5e-6
+    # narrow, whose weights are two bf16 parts, the wide path's two fp16 parts). On a GPU the
+    # narrow path adds every block into its accumulators on the tensor cores, which truncate: its
+    # distance may grow there, the wide path's should not.
     k, v, q = inputs(n_ctx + 7 * n_q + d, n_ctx, n_q, n_head, n_kv, d)
     s = 1 / np.sqrt(d)
     wide = e8_prefill(cuda, monkeypatch, "wide", k, v, q, s, window)[0]

@@ -1,9 +1,8 @@
 // attention_block.cuh — the per-block math of the tensor-core attention kernel (attention_mma.cuh)
 // on one M-tile of 4 query rows: q·k of a block of 16 keys, the online softmax and p·v, with the
 // keys in the mma's rows and the query rows as columns (the last section; the decode path,
-// run_rows, and the narrow prefill path, attention_prefill.cuh run_rows_shared). Also the pieces
-// the other kernels share: the softmax (softmax_weights: the wide prefill, E8), and the query
-// rows as the A operand's rows in three bf16 parts with q·k in that layout (E8's raw blocks).
+// run_rows, the narrow prefill path, attention_prefill.cuh run_rows_shared, and E8's decode path,
+// attention_e8_mma.cuh run_rows_e8). Also the softmax the wide prefills share (softmax_weights).
 #pragma once
 #include <cmath>
 
@@ -49,65 +48,6 @@ __device__ __forceinline__ TileRow query_row(const KernelArgs& P, const AttnSeq&
 __device__ __forceinline__ TileRow tile_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                             int32_t n_rows) {
   return query_row(P, s, kvh, r0 + (((threadIdx.x & 31) >> 2) & 3), n_rows);
-}
-
-// This lane's A fragments of its query row qv (dk channels; zeros past them or when !valid),
-// split into three bf16 parts (see the header): rows g < 4 hold hi, g >= 4 mid, g + 8 lo.
-template <int kD>
-__device__ __forceinline__ void query_fragments(const float* qv, bool valid, int32_t dk, uint32_t (&qa)[kD / 16][4]) {
-  const int lane = threadIdx.x & 31, tig = lane & 3;
-  const bool upper = lane >= 16;
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const int c = 16 * kk + 2 * tig;
-    float x[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int ch = c + (u & 1) + 8 * (u >> 1);
-      x[u] = valid && ch < dk ? qv[ch] : 0.f;
-    }
-    const Split3 p0 = split3(x[0], x[1]), p1 = split3(x[2], x[3]);
-    qa[kk][0] = upper ? p0.mid : p0.hi;
-    qa[kk][1] = upper ? 0u : p0.lo;
-    qa[kk][2] = upper ? p1.mid : p1.hi;
-    qa[kk][3] = upper ? 0u : p1.lo;
-  }
-}
-
-// q·k of one block of 16 keys for this lane's query row: keys 0-7 (s[0]) and 8-15 (s[1]), two
-// chains each (even / odd k-steps) for latency (E8's raw blocks, attention_e8_mma.cuh).
-template <int kD>
-__device__ __forceinline__ void block_scores(const uint16_t* kt, const uint32_t (&qa)[kD / 16][4], float (&s)[2][2][4]) {
-  constexpr int kRow = TileGeom<kD>::kRow, kKs = kD / 16;
-  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-#pragma unroll
-  for (int n = 0; n < 2; ++n)
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-#pragma unroll
-      for (int x = 0; x < 4; ++x) s[n][c][x] = 0.f;
-  const uint16_t* kp = kt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
-#pragma unroll
-  for (int kk = 0; kk < kKs; ++kk) {
-    uint32_t r[4];
-    ldmatrix_x4(r, kp + 16 * kk);
-    mma_bf16(s[0][kk & 1], qa[kk], r[0], r[1]);
-    mma_bf16(s[1][kk & 1], qa[kk], r[2], r[3]);
-  }
-}
-
-// A block's q·k accumulators summed over the three parts, as this lane's scores of keys
-// 2t, 2t+1, 2t+8, 2t+9 (t = lane % 4). Parts: rows g (hi on lanes < 16, mid on lanes >= 16) and
-// g + 8 (lo, or zero rows): own two plus the partner lane's two. Both lanes get the same bits
-// (a + b == b + a).
-__device__ __forceinline__ void sum_score_parts(const float (&s)[2][2][4], float (&sc)[4]) {
-#pragma unroll
-  for (int n = 0; n < 2; ++n)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const float x = (s[n][0][c] + s[n][1][c]) + (s[n][0][c + 2] + s[n][1][c + 2]);
-      sc[2 * n + c] = x + __shfl_xor_sync(kFull, x, 16);
-    }
 }
 
 // 2^x for the softmax (MUFU.EX2, flushing subnormal results to 0: exp2f's subnormal path costs
@@ -274,36 +214,54 @@ __device__ __forceinline__ void key_row_scores(const uint16_t* kt, const uint32_
   }
 }
 
-// Online softmax and weighted values of one block of 16 keys (b), given its q·k accumulators s:
-// this lane's row (the M-tile's row lane % 4) sees keys lo .. pos; its O^T accumulators o.
-template <int kD>
-__device__ __forceinline__ void key_row_rest(const float (&s)[2][4], const uint16_t* vt, int32_t b, int32_t pos,
-                                             int32_t lo, float (&o)[kD / 16][4], float& m, float& l,
-                                             const AttentionArgs& a) {
-  constexpr int kRow = TileGeom<kD>::kRow;
-  const int lane = threadIdx.x & 31, g = lane >> 2, mi = lane >> 3, ri = lane & 7;
-  float sc[2], p[2];
+// A block's two scores on this lane (keys g and g + 8 of row t) from key_row_scores' chains and parts.
+__device__ __forceinline__ void key_row_score_sums(const float (&s)[2][4], float (&sc)[2]) {
 #pragma unroll
   for (int j = 0; j < 2; ++j) sc[j] = (s[0][2 * j] + s[1][2 * j]) + (s[0][2 * j + 1] + s[1][2 * j + 1]);
+}
+
+// The online softmax of one block of 16 keys (b) from this lane's scores sc (keys g, g + 8 of its
+// row, which sees keys lo .. pos): the weights p, the row's new m and l, and the factor its
+// accumulators must be scaled by.
+__device__ __forceinline__ float key_row_softmax(float (&sc)[2], int32_t b, int32_t pos, int32_t lo, float& m,
+                                                 float& l, const AttentionArgs& a, float (&p)[2]) {
+  const int g = (threadIdx.x & 31) >> 2;
   const int32_t b0 = b * KV_BLOCK_TOKENS;
   log2_scores(sc, a);
   mask_hidden_keys(sc, b0, KV_BLOCK_TOKENS, lo, pos, [&](int j) { return b0 + g + 8 * j; });
-  const float corr = online_softmax<2, 28>(sc, m, l, p);  // a row's 16 keys: the lanes of its t
-  if (__any_sync(kFull, corr != 1.f)) {  // (exact to skip: x * 1 == x)
+  return online_softmax<2, 28>(sc, m, l, p);  // a row's 16 keys: the lanes of its t
+}
+
+// Accumulators times the softmax's correction (the caller skips it when every lane's is 1: x * 1
+// == x).
+template <int kN>
+__device__ __forceinline__ void scale_accumulators(float (&o)[kN][4], float corr) {
 #pragma unroll
-    for (int mt = 0; mt < kD / 16; ++mt)
+  for (int n = 0; n < kN; ++n)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) o[mt][c] *= corr;
-  }
-  // P^T's B fragments: this lane's (key, row t) weights as (hi, rest) bf16 pairs in accumulator
-  // layout, keys 0-7 and 8-15, each transposed.
-  uint32_t pb[2];
+    for (int c = 0; c < 4; ++c) o[n][c] *= corr;
+}
+
+// x as a bf16 pair: its rounding (low half) and what the rounding left (high half). Two parts
+// carry 16 significant bits.
+__device__ __forceinline__ uint32_t bf16_hi_rest(float x) {
+  const uint32_t hi = pack_bf16x2(x, 0.f);
+  return pack_bf16x2(x, x - bf16_lo(hi));
+}
+
+// P^T's B fragments of a block (keys 0-7 and 8-15): this lane's weights of (key g + 8 j, row t) as
+// (hi, rest) bf16 pairs in accumulator layout, each 8x8 transposed.
+__device__ __forceinline__ void key_row_weight_columns(const float (&p)[2], uint32_t (&pb)[2]) {
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const uint32_t hi = pack_bf16x2(p[j], 0.f);
-    pb[j] = movmatrix_trans(pack_bf16x2(p[j], p[j] - bf16_lo(hi)));
-  }
-  // V^T's A fragments by ldmatrix.trans: channels 0-7 / 8-15 (mi & 1), keys 0-7 / 8-15 (mi >> 1).
+  for (int j = 0; j < 2; ++j) pb[j] = movmatrix_trans(bf16_hi_rest(p[j]));
+}
+
+// O^T += V^T · P^T for a block's BF16 value tile vt; V^T's A fragments by ldmatrix.trans:
+// channels 0-7 / 8-15 (mi & 1), keys 0-7 / 8-15 (mi >> 1).
+template <int kD>
+__device__ __forceinline__ void key_row_values(const uint16_t* vt, const uint32_t (&pb)[2], float (&o)[kD / 16][4]) {
+  constexpr int kRow = TileGeom<kD>::kRow;
+  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
   const uint16_t* vp = vt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
 #pragma unroll
   for (int mt = 0; mt < kD / 16; ++mt) {
@@ -311,6 +269,21 @@ __device__ __forceinline__ void key_row_rest(const float (&s)[2][4], const uint1
     ldmatrix_x4_trans(r, vp + 16 * mt);
     mma_bf16(o[mt], r, pb[0], pb[1]);
   }
+}
+
+// Online softmax and weighted values of one block of 16 keys (b), given its q·k accumulators s:
+// this lane's row (the M-tile's row lane % 4) sees keys lo .. pos; its O^T accumulators o.
+template <int kD>
+__device__ __forceinline__ void key_row_rest(const float (&s)[2][4], const uint16_t* vt, int32_t b, int32_t pos,
+                                             int32_t lo, float (&o)[kD / 16][4], float& m, float& l,
+                                             const AttentionArgs& a) {
+  float sc[2], p[2];
+  key_row_score_sums(s, sc);
+  const float corr = key_row_softmax(sc, b, pos, lo, m, l, a, p);
+  if (__any_sync(kFull, corr != 1.f)) scale_accumulators(o, corr);
+  uint32_t pb[2];
+  key_row_weight_columns(p, pb);
+  key_row_values<kD>(vt, pb, o);
 }
 
 // Scores, online softmax and weighted values of one block of 16 keys.
@@ -331,6 +304,24 @@ __device__ __forceinline__ void key_row_sums(const float (&o)[kD / 16][4], float
   for (int mt = 0; mt < kD / 16; ++mt) {
     oc[mt][0] = o[mt][1] + o[mt][0];
     oc[mt][1] = o[mt][3] + o[mt][2];
+  }
+}
+
+// A prefill-sized sequence's rows r0 .. r0+3 from key_row_sums' oc: this lane's row r0 + lane % 4,
+// divided by its l, channels 16 mt + g and + 8 (below dv).
+template <int kD>
+__device__ __forceinline__ void write_key_row_output(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
+                                                     int32_t n_rows, float l, const float (&oc)[kD / 16][2]) {
+  const int lane = threadIdx.x & 31;
+  const int32_t R = r0 + (lane & 3), dv = P.kv.head_dim_v;
+  if (R >= n_rows) return;
+  float* op = out_row(P, s, kvh, R);
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+  for (int mt = 0; mt < kD / 16; ++mt) {
+    const int ch = 16 * mt + (lane >> 2);
+    if (ch < dv) op[ch] = oc[mt][0] * inv;
+    if (ch + 8 < dv) op[ch + 8] = oc[mt][1] * inv;
   }
 }
 

@@ -13,38 +13,43 @@
 // e8_quad_block_bytes, tested on the host for every code): XOR the spread flips times 14 (14 =
 // 1110b turns an odd nibble n into 16 - n), subtract pi from every nibble, and split even and odd
 // nibbles into bytes (& 0x0F0F0F0F, >> 4): dims (0, 4, 1, 5) and (2, 6, 3, 7) of the block. So
-// one code is one lane's B fragment of one k-step (32 k of token g), and the query's A fragments
+// one code is 8 bytes of one k-step's fragment (32 k of one token), and the query's fragments
 // hold its dims in the same permuted order (a dot product does not care).
 // The rotated query q~ (fp32) enters as three int8 parts with steps s, s/128, s/128^2 (s =
-// max|q~|/127: 22 significant bits), one per row group of the A operand (rows 0-3, 4-7, 8-11;
-// attention_ptx.cuh says why rows are free), so one mma gives all three dot products, exactly, in
-// int32. They become floats through the 1.5 * 2^23 trick (an integer add, a float subtract:
-// exact), then are scaled and summed in fp32.
+// max|q~|/127: 22 significant bits), and the mma gives their dot products exactly, in int32.
+// They become floats through the 1.5 * 2^23 trick (an integer add, a float subtract: exact), then
+// are scaled and summed in fp32.
 //
-// Values: p·v on the fp16 tensor cores with the codes as the A operand (V transposed: 16 channels
-// x 16 tokens per m-tile, one code word). With v = z + D q (z, D fp16 per token and group of 32)
-// and the centered code c = q - 3/2:
+// The decode path (run_rows_e8: decode steps, and prefill's 16-row groups) uses
+// attention_block.cuh's key-row layout, as the BF16 and GAAC kernels do: S^T = K · Q^T and O^T +=
+// V^T · P^T, a block's 16 keys (or 16 value channels) the A operand's rows, the M-tile's 4 query
+// rows the B operand's columns (n = 2 row + part). Keys: lane (g, t) decodes the codes of tokens
+// g and g + 8 for each k-step into one A fragment; the query parts 0, 1 are one mma's columns, part
+// 2 another's even columns, so a lane's two scores (keys g, g + 8 of row t) come out of its own
+// accumulators, no shuffle. Values: the codes as the A operand (16 channels x 16 tokens per m-tile,
+// one code word), in bf16. With v = z + D q (z, D fp16 per token and group of 32) and the centered
+// code c = q - 3/2:
 //   Σ_t p_t v_t = Σ_t (p_t D_t) c_t + [Σ_t p_t z_t + 3/2 Σ_t p_t D_t]
-// c is exact in fp16: the 2 bits dropped into the mantissa of 4.0 (per register a shift and a
-// lop3, a byte_perm per two) give 4 + q, one HADD2 subtracts 11/2. Centered, the accumulators stay
-// near the size of the result (with 4 + q they ran ~200x larger on near-uniform attention, and
-// the tensor cores' fp32 sums lost the CPU's 1e-4 on it). The weights w = p D of a group are the
-// B operand: columns 0-3 the four rows' w rounded to fp16, columns 4-7 what the rounding left
-// (together 22 bits). The bracket is one more mma per block, whose A rows are each group's
-// midpoints z + 3/2 D in two fp16 parts against the same split of p. The remainders are stored times 2^11
-// (kLoScale): unscaled, most of them would be fp16 subnormals and lose their bits. Every value
-// accumulator therefore has channels as rows and (row, part) as columns; parts and brackets are
-// summed once, after the last block. (This is the layout of the decode steps and of the 16-row
-// prefill groups, four rows a warp; attention_e8_wide.cuh's 16 rows a warp swap the operands.)
+// c is exact in bf16: the 2 bits dropped into the mantissa of 4.0 (per register a shift and a
+// lop3, a byte_perm per two) give 4 + q, one bf16 fma subtracts 11/2. Centered, the accumulators
+// stay near the size of the result (with 4 + q they ran ~200x larger on near-uniform attention, and
+// the tensor cores' fp32 sums lost the CPU's 1e-4 on it). The weights w = p D of a group are the B
+// operand: (token, row) weights in two bf16 parts (rounded, and what the rounding left) transposed
+// by movmatrix, as P^T is for BF16 pages. The bracket is one more mma per block, whose A rows are
+// each group's midpoints z + 3/2 D in two bf16 parts, against P^T; it is added to its group's
+// channels once, after the last block. Raw BF16 pages of the window run attention_block.cuh's
+// key-row math (the unrotated query's columns, P^T) into the same accumulators.
 //
-// Raw BF16 pages of the window (the newest blocks) are copied to a per-warp tile and run on bf16
-// mma into the same accumulators: q unrotated and p in three bf16 parts (attention_ptx.cuh).
+// The wide prefill (attention_e8_wide.cuh, 16 rows a warp) keeps the rows in the A operand: the
+// query parts as A rows, each key code a B fragment, the values with fp16 weights whose remainders
+// are stored times 2^11 (kLoScale: unscaled, most would be fp16 subnormals and lose their bits).
+//
 // The rotated queries (q~ = R (s ⊙ q), s the centering scale when on) come made, once per
 // (sequence, kv-head), by attention_lossy.cu's rotate_kernel launched just before: when every
 // thread block rotated its own, the 49 blocks of a kv-head at 64K each read all of R (64 KiB),
 // and a launch took 74 µs instead of 61 (H200, bench/cuda_attention_timeline.py). Results equal
-// the CPU's to about 2^-22 relative (the query parts and the weights' two fp16 parts;
-// tests/test_cuda_lossy.py holds them to 1e-4).
+// the CPU's to about 2^-17 relative (the weights' two bf16 parts; tests/test_cuda_lossy.py holds
+// them to 1e-4).
 // Decode-sized sequences (<= 16 rows) and, with lossy::e8_prefill_on_mma (the default), prefill-
 // sized ones, head dims 32, 64 and 128 (one tile per block); the rest of an E8 cache's work is
 // attention_lossy.cu's.
@@ -168,36 +173,6 @@ __device__ __forceinline__ void e8_row_parts(const float* qv, bool valid, const 
   R.cadd = cadd;
 }
 
-// This lane's int8 A fragments of q~ (its M-tile row g % 4: its three parts in rows g < 4, g >= 4
-// and g + 8) and the constants that turn its two accumulator rows into a score part.
-template <int kD>
-struct E8Query {
-  uint32_t a[1][kD / 32][4];
-  float sA, sB;    // step of the part in accumulator rows g and g + 8, times 1/4 and 1/alpha
-  int32_t kA, kB;  // kMagicBits - 15 Σ (that part's integers)
-  float cadd;      // q~·mean~ (global centering), else 0
-};
-
-template <int kD>
-__device__ __forceinline__ void e8_query(const float* qv, bool valid, const float* mu, float inv_alpha,
-                                         E8Query<kD>& Q) {
-  const bool upper = (threadIdx.x & 31) >= 16;
-  E8RowParts<kD> R;
-  e8_row_parts<kD>(qv, valid, mu, inv_alpha, R);
-#pragma unroll
-  for (int s = 0; s < kD / 32; ++s) {
-    Q.a[0][s][0] = upper ? R.w[1][s][0] : R.w[0][s][0];
-    Q.a[0][s][1] = upper ? 0u : R.w[2][s][0];
-    Q.a[0][s][2] = upper ? R.w[1][s][1] : R.w[0][s][1];
-    Q.a[0][s][3] = upper ? 0u : R.w[2][s][1];
-  }
-  Q.sA = upper ? R.sc[1] : R.sc[0];
-  Q.sB = upper ? 0.f : R.sc[2];
-  Q.kA = upper ? R.k[1] : R.k[0];
-  Q.kB = upper ? kMagicBits : R.k[2];
-  Q.cadd = R.cadd;
-}
-
 // The int8 sums of a key slot's 16 tokens against kP query operands (a[p][s]: the A fragment of
 // k-step s): acc[p][h] holds tokens 8h .. 8h + 7 as columns. Lane (g, t) decodes the codes of
 // tokens g and 8 + g in its quad qd, blocks bq .. bq + kKs - 1 (all four when kD = 128); each
@@ -237,140 +212,214 @@ __device__ __forceinline__ void e8_key_norms(const uint8_t* sk, float (&nt)[4]) 
   nt[3] = n1.y;
 }
 
-// Scores of a key slot for this lane's row: keys 2t, 2t+1, 2t+8, 2t+9 (t = lane % 4), as
-// sum_score_parts leaves a raw block's.
-template <int kD>
-__device__ __forceinline__ void e8_block_scores(const uint8_t* sk, const uint32_t* tab, const E8Query<kD>& Q, int qd,
-                                                int bq, float (&sc)[4]) {
-  int32_t acc[1][2][4];
-  e8_key_sums<kD, 1>(sk, tab, Q.a, qd, bq, acc);
-  float nt[4];
-  e8_key_norms<kD>(sk, nt);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int h = j >> 1, c = j & 1;
-    const float fa = __int_as_float(2 * acc[0][h][c] + Q.kA) - kMagic;
-    const float fb = __int_as_float(2 * acc[0][h][2 + c] + Q.kB) - kMagic;
-    float x = __fmaf_rn(Q.sA, fa, Q.sB * fb);
-    x += __shfl_xor_sync(kFull, x, 16);  // the other lane of the row holds the middle part
-    sc[j] = __fmaf_rn(x, nt[j], Q.cadd);
-  }
+// The per-lane constants that turn value code words into an mma's A fragments of 16-bit floats
+// 4 + q (e8_code_lo, e8_code_hi): one byte_perm gathers the bytes of channels g and g + 8 from two
+// tokens' code words, then channel g's code is rotated and channel g + 8's shifted to the
+// mantissa bits that weigh 1 at 4.0 (bits 8-9 in fp16, 5-6 in bf16), masked, and 4.0 or'ed in.
+struct E8ValueLane {
+  uint32_t vsel;       // byte_perm: the bytes of channels g and g + 8 of two code words
+  uint32_t sh0, sh1;   // left rotation of channel g's code, right shift of channel g + 8's
+  uint32_t mask, one;  // those mantissa bits and 4.0 in both halves, kept in registers for and_or
+};
+
+template <bool kBf16>
+__device__ __forceinline__ E8ValueLane e8_value_lane() {
+  const int g = (threadIdx.x & 31) >> 2;
+  const uint32_t c = 2u * (uint32_t)(g & 3);  // channel g's code: bits c, c + 1 of its byte
+  constexpr uint32_t kBit = kBf16 ? 5u : 8u;   // the mantissa bit that weighs 1 at 4.0
+  E8ValueLane VL;
+  VL.vsel = 0x6420u + (uint32_t)(g >> 2) * 0x1111u;
+  VL.sh0 = (kBit - c) & 31u;  // (bf16, c = 6: a rotation right by one)
+  VL.sh1 = 8u + c - kBit;
+  VL.mask = 0x00030003u << kBit;
+  VL.one = kBf16 ? 0x40804080u : 0x44004400u;
+  asm volatile("" : "+r"(VL.mask), "+r"(VL.one));  // opaque: kept as registers, not folded back
+  return VL;
+}
+// Channel g's (lo) or g + 8's (hi) codes of the two tokens byte_perm'ed into x, as 4 + q.
+__device__ __forceinline__ uint32_t e8_code_lo(uint32_t x, const E8ValueLane& L) {
+  return and_or(__funnelshift_l(x, x, L.sh0), L.mask, L.one);
+}
+__device__ __forceinline__ uint32_t e8_code_hi(uint32_t x, const E8ValueLane& L) {
+  return and_or(x >> L.sh1, L.mask, L.one);
 }
 
-// Weights w0, w1 as an fp16 pair of the B operand: rounded (lanes < 16: columns 0-3) or what the
-// rounding left, times kLoScale (lanes >= 16: columns 4-7). up is kLoScale on the upper lanes and
-// 0 on the others, sc kLoScale and 1: x sc - f up is w or (w - f) kLoScale, exactly.
-__device__ __forceinline__ uint32_t f16_parts(float w0, float w1, float up, float sc) {
-  const __half2 h = __floats2half2_rn(w0, w1);
-  const float2 f = __half22float2(h);
-  const __half2 r = __floats2half2_rn(__fmaf_rn(-up, f.x, w0 * sc), __fmaf_rn(-up, f.y, w1 * sc));
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-
-// An fp16 pair 4 + q (q = 0..3) as q - 3/2: exact.
-__device__ __forceinline__ uint32_t centered(uint32_t x) {
+// A 16-bit float pair 4 + q (q = 0..3) as q - 3/2: exact.
+__device__ __forceinline__ uint32_t centered_f16(uint32_t x) {
   const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&x), __floats2half2_rn(5.5f, 5.5f));
   return *reinterpret_cast<const uint32_t*>(&h);
 }
+__device__ __forceinline__ uint32_t centered_bf16(uint32_t x) {
+#if defined(GAACRT_CUDA_EMULATION)
+  return pack_bf16x2(bf16_lo(x) - 5.5f, bf16_hi(x) - 5.5f);
+#else
+  uint32_t d;  // x * 1 - 11/2 (an fma: bf16 subtraction is sm_90's alone)
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(x), "r"(0x3F803F80u), "r"(0xC0B0C0B0u));
+  return d;
+#endif
+}
 
-// The per-lane constants of the value side.
-struct E8ValueLane {
-  float up, sc;        // kLoScale, kLoScale on lanes >= 16 (remainder columns); 0, 1 on the others
-  uint32_t vsel;       // byte_perm: the bytes of channels g and g + 8 of two code words
-  uint32_t sh0, sh1;   // shifts of channel g, g + 8 to the mantissa bits 8-9
-  uint32_t mask, one;  // 0x03000300, 0x44004400 (fp16 4.0), kept in registers for and_or
+// ---- the decode path (run_rows_e8) in the key-row layout (see the header) ----
+
+// The M-tile's rotated query rows as the int8 mma's B operand — lane (g, t) holds column g (row
+// g / 2) at the dims of its codes: b[0] parts 0 and 1 (column 2 row + part), b[1] part 2 in the
+// even columns (the odd ones zero) — and the constants of its own row t, which turn a score's
+// three integer sums into its value.
+template <int kD>
+struct E8Columns {
+  uint32_t b[2][kD / 32][2];  // [mma][k-step]: b0 (a code's bytes 0-3), b1 (bytes 4-7)
+  float sc[3];                // row t, part p: the step times 1/4 and 1/alpha
+  int32_t k[3];               // kMagicBits - 15 Σ (the part's integers)
+  float cadd;                 // q~·mean~ (global centering), else 0
 };
 
-// p·v of a value slot: o (channels x (row, part)) and the bracket's accumulators oz.
 template <int kD>
-__device__ __forceinline__ void e8_block_values(const uint8_t* sv, const float (&p)[4], const E8ValueLane& L,
-                                                float (&o)[kD / 16][4], float (&oz)[4]) {
+__device__ __forceinline__ void e8_query_columns(const float* qv, bool valid, const float* mu, float inv_alpha,
+                                                 E8Columns<kD>& C) {
+  const int lane = threadIdx.x & 31;
+  const bool odd = ((lane >> 2) & 1) != 0;
+  E8RowParts<kD> R;
+  e8_row_parts<kD>(qv, valid, mu, inv_alpha, R);  // row g / 2: lanes 8 r .. 8 r + 7 make row r's
+#pragma unroll
+  for (int s = 0; s < kD / 32; ++s)
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      C.b[0][s][x] = odd ? R.w[1][s][x] : R.w[0][s][x];
+      C.b[1][s][x] = odd ? 0u : R.w[2][s][x];
+    }
+  const int src = 9 * (lane & 3);  // lane (2 t, t), one of row t's
+#pragma unroll
+  for (int p = 0; p < 3; ++p) {
+    C.sc[p] = __shfl_sync(kFull, R.sc[p], src);
+    C.k[p] = __shfl_sync(kFull, R.k[p], src);
+  }
+  C.cadd = __shfl_sync(kFull, R.cadd, src);
+}
+
+// A key slot's scores on this lane: keys g and g + 8 of row t (t = lane % 4). For k-step s the
+// lane decodes code t kKs + s (quad qd, block bq + s) of tokens g and g + 8: one A fragment.
+template <int kD>
+__device__ __forceinline__ void e8_key_row_scores(const uint8_t* sk, const uint32_t* tab, const E8Columns<kD>& C,
+                                                  int qd, int bq, float (&sc)[2]) {
+  constexpr int kKs = kD / 32;
+  const int g = (threadIdx.x & 31) >> 2;
+  int32_t acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  uint2 w[2];
+  uint32_t par[2], eff[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    w[j] = *reinterpret_cast<const uint2*>(sk + e8_k_quad_offset(kD, g + 8 * j, qd));
+    par[j] = e8_quad_parities(w[j].y);
+    eff[j] = w[j].y ^ par[j];
+  }
+#pragma unroll
+  for (int s = 0; s < kKs; ++s) {
+    const int bi = bq + s;
+    E8BytePair x[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      x[j] = e8_quad_block_bytes(tab[__byte_perm(w[j].x, 0u, 0x4440u + (uint32_t)bi)], eff[j], par[j], bi);
+    const uint32_t a[4] = {x[0].lo, x[1].lo, x[0].hi, x[1].hi};
+    mma_s8_k32(acc[0], a, C.b[0][s][0], C.b[0][s][1]);
+    mma_s8_k32(acc[1], a, C.b[1][s][0], C.b[1][s][1]);
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const float n = *reinterpret_cast<const float*>(sk + e8_k_norm_offset(kD, g + 8 * j));
+    const float f0 = __int_as_float(2 * acc[0][2 * j] + C.k[0]) - kMagic;
+    const float f1 = __int_as_float(2 * acc[0][2 * j + 1] + C.k[1]) - kMagic;
+    const float f2 = __int_as_float(2 * acc[1][2 * j] + C.k[2]) - kMagic;
+    const float x = __fmaf_rn(C.sc[0], f0, __fmul_rn(C.sc[2], f2)) + __fmul_rn(C.sc[1], f1);
+    sc[j] = __fmaf_rn(x, n, C.cadd);
+  }
+}
+
+// A token's kG words of value parameters (D, z) at once (kG = 4, 2 or 1).
+template <int kG>
+__device__ __forceinline__ void load_param_words(const uint32_t* p, uint32_t (&w)[kG]) {
+  if constexpr (kG == 4) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x;
+    w[1] = v.y;
+    w[2] = v.z;
+    w[3] = v.w;
+  } else if constexpr (kG == 2) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x;
+    w[1] = v.y;
+  } else {
+    w[0] = p[0];
+  }
+}
+__device__ __forceinline__ float param_d(uint32_t dz) { return __half2float(__ushort_as_half((unsigned short)(dz & 0xFFFFu))); }
+__device__ __forceinline__ float param_z(uint32_t dz) { return __half2float(__ushort_as_half((unsigned short)(dz >> 16))); }
+
+// O^T += V^T · W^T of a value slot, W the weights w = p D of each group (this lane's p: keys g,
+// g + 8 of row t) as B fragments the way P^T is made (key_row_weight_columns), and the bracket:
+// oz += Z · P^T (pb), A row g of Z = group g's midpoints z + 3/2 D (exact in fp32) rounded to
+// bf16, row g + 8 what the rounding left.
+template <int kD>
+__device__ __forceinline__ void e8_key_row_values(const uint8_t* sv, const float (&p)[2], const uint32_t (&pb)[2],
+                                                  const E8ValueLane& L, float (&o)[kD / 16][4], float (&oz)[4]) {
   constexpr int kG = kD / ASYM2_VGROUP, kRowBytes = kD / 4;
   const int lane = threadIdx.x & 31, g = lane >> 2, t0 = 2 * (lane & 3);
   const uint32_t* pw = reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, 0, 0));  // [16][kG] (D, z)
-  // The bracket: group a's midpoints z + 3/2 D (exact in fp32) against p, row a their fp16
-  // rounding, row a + 8 what it left times kLoScale (so it stays the size of the result; separate
-  // z and D rows cancelled for groups centred near zero).
+  const int tok[4] = {t0, t0 + 1, t0 + 8, t0 + 9};  // the A fragments' keys
   {
     uint32_t az[4] = {0u, 0u, 0u, 0u};
     if (g < kG) {
       float mid[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t dz = pw[(t0 + (j & 1) + 8 * (j >> 1)) * kG + g];
-        mid[j] = __fmaf_rn(1.5f, __half2float(__ushort_as_half((unsigned short)(dz & 0xFFFFu))),
-                           __half2float(__ushort_as_half((unsigned short)(dz >> 16))));
+        const uint32_t dz = pw[tok[j] * kG + g];
+        mid[j] = __fmaf_rn(1.5f, param_d(dz), param_z(dz));
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const __half2 hi = __floats2half2_rn(mid[2 * h], mid[2 * h + 1]);
-        const float2 f = __half22float2(hi);
-        const __half2 lo = __floats2half2_rn((mid[2 * h] - f.x) * kLoScale, (mid[2 * h + 1] - f.y) * kLoScale);
-        az[2 * h] = *reinterpret_cast<const uint32_t*>(&hi);
-        az[2 * h + 1] = *reinterpret_cast<const uint32_t*>(&lo);
+        const uint32_t hi = pack_bf16x2(mid[2 * h], mid[2 * h + 1]);
+        az[2 * h] = hi;
+        az[2 * h + 1] = pack_bf16x2(mid[2 * h] - bf16_lo(hi), mid[2 * h + 1] - bf16_hi(hi));
       }
     }
-    mma_f16(oz, az, f16_parts(p[0], p[1], L.up, L.sc), f16_parts(p[2], p[3], L.up, L.sc));
+    mma_bf16(oz, az, pb[0], pb[1]);
   }
-  const int tok[4] = {t0, t0 + 1, t0 + 8, t0 + 9};
+  uint32_t dz[2][kG];  // (D, z) of keys g and g + 8, every group
+  load_param_words<kG>(pw + g * kG, dz[0]);
+  load_param_words<kG>(pw + (g + 8) * kG, dz[1]);
 #pragma unroll
   for (int a = 0; a < kG; ++a) {
-    float w[4];
-    uint2 cw[4];  // code words 2a, 2a + 1 (the group's 32 channels) of the four tokens
+    uint32_t wb[2];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      w[j] = p[j] * __half2float(__ushort_as_half((unsigned short)(pw[tok[j] * kG + a] & 0xFFFFu)));
-      cw[j] = *reinterpret_cast<const uint2*>(sv + tok[j] * kRowBytes + 8 * a);
-    }
-    const uint32_t b0 = f16_parts(w[0], w[1], L.up, L.sc), b1 = f16_parts(w[2], w[3], L.up, L.sc);
+    for (int j = 0; j < 2; ++j) wb[j] = movmatrix_trans(bf16_hi_rest(p[j] * param_d(dz[j][a])));
+    uint2 cw[4];  // code words 2a, 2a + 1 (the group's 32 channels) of the A fragments' keys
+#pragma unroll
+    for (int j = 0; j < 4; ++j) cw[j] = *reinterpret_cast<const uint2*>(sv + tok[j] * kRowBytes + 8 * a);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t x0 = __byte_perm(h ? cw[0].y : cw[0].x, h ? cw[1].y : cw[1].x, L.vsel);
       const uint32_t x1 = __byte_perm(h ? cw[2].y : cw[2].x, h ? cw[3].y : cw[3].x, L.vsel);
-      const uint32_t af[4] = {centered(and_or(x0 << L.sh0, L.mask, L.one)),
-                              centered(and_or(x0 >> L.sh1, L.mask, L.one)),
-                              centered(and_or(x1 << L.sh0, L.mask, L.one)),
-                              centered(and_or(x1 >> L.sh1, L.mask, L.one))};
-      mma_f16(o[2 * a + h], af, b0, b1);
+      const uint32_t af[4] = {centered_bf16(e8_code_lo(x0, L)), centered_bf16(e8_code_hi(x0, L)),
+                              centered_bf16(e8_code_lo(x1, L)), centered_bf16(e8_code_hi(x1, L))};
+      mma_bf16(o[2 * a + h], af, wb[0], wb[1]);
     }
   }
 }
 
-// p·v of a raw BF16 value tile vt (rows = tokens) into the same accumulators: A from ldmatrix.trans,
-// p in three bf16 parts over two mma (hi | mid, then lo | 0; the upper lanes' columns are scaled
-// by kLoScale like the slots' remainders: the split of p kLoScale is the split of p, scaled).
+// This lane's output values in key_row_sums' layout (row t, channels 16 mt + g and + 8) with the
+// bracket of each channel's group added: lanes g < kG hold group g's four products (summed small
+// first); channel 16 mt + g lies in group mt / 2.
 template <int kD>
-__device__ __forceinline__ void raw_block_values(const uint16_t* vt, const float (&p)[4], float (&o)[kD / 16][4]) {
-  constexpr int kRow = TileGeom<kD>::kRow;
-  const int lane = threadIdx.x & 31, mi = lane >> 3, ri = lane & 7;
-  const bool upper = lane >= 16;
-  const float ps = upper ? kLoScale : 1.f;
-  const Split3 pa = split3(p[0] * ps, p[1] * ps), pb = split3(p[2] * ps, p[3] * ps);
-  const uint32_t h0 = upper ? pa.mid : pa.hi, h1 = upper ? pb.mid : pb.hi;
-  const uint32_t l0 = upper ? 0u : pa.lo, l1 = upper ? 0u : pb.lo;
-  // Matrix mi: tokens 8 (mi >> 1) .., channels 8 (mi & 1) .. of the m-tile.
-  const uint16_t* vp = vt + (8 * (mi >> 1) + ri) * kRow + 8 * (mi & 1);
+__device__ __forceinline__ void e8_key_row_sums(const float (&o)[kD / 16][4], const float (&oz)[4],
+                                                float (&oc)[kD / 16][2]) {
+  const int t = threadIdx.x & 3;
+  key_row_sums<kD>(o, oc);
+  const float zt = (oz[3] + oz[2]) + (oz[1] + oz[0]);
 #pragma unroll
-  for (int i = 0; i < kD / 16; ++i) {
-    uint32_t af[4];
-    ldmatrix_x4_trans(af, vp + 16 * i);
-    mma_bf16(o[i], af, h0, h1);
-    mma_bf16(o[i], af, l0, l1);
+  for (int mt = 0; mt < kD / 16; ++mt) {
+    const float z = __shfl_sync(kFull, zt, 4 * (mt / 2) + t);
+    oc[mt][0] += z;
+    oc[mt][1] += z;
   }
-}
-// The per-lane constants of the value side, for lane (g, t) (e8_block_values).
-__device__ __forceinline__ E8ValueLane e8_value_lane() {
-  const int lane = threadIdx.x & 31, g = lane >> 2;
-  E8ValueLane VL;
-  VL.up = lane >= 16 ? kLoScale : 0.f;
-  VL.sc = lane >= 16 ? kLoScale : 1.f;
-  VL.vsel = 0x6420u + (uint32_t)(g >> 2) * 0x1111u;
-  VL.sh0 = 8u - 2u * (uint32_t)(g & 3);
-  VL.sh1 = 2u * (uint32_t)(g & 3);
-  VL.mask = 0x03000300u;
-  VL.one = 0x44004400u;
-  asm volatile("" : "+r"(VL.mask), "+r"(VL.one));  // opaque: kept as registers, not folded back
-  return VL;
 }
 
 // A warp's raw-page tile (K, then V of the same block) behind its stages.

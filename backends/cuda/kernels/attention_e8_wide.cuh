@@ -2,13 +2,13 @@
 // query rows per warp (rows g and g + 8 of lane l, g = l / 4), 64 per thread block, as
 // attention_wide.cuh does for the BF16 and GAAC caches.
 //
-// The narrow path (run_rows_e8) gives a warp an M-tile of 4 rows, the three int8 parts of their
-// rotated queries in the A operand's rows: every key code becomes a B fragment, and every value
-// code an A fragment, once per 4 rows. Here each decoded fragment serves 16 rows, a quarter of the
+// The narrow path (run_rows_e8) gives a warp an M-tile of 4 rows in the key-row layout: every key
+// code becomes half an A fragment, and every value code an A fragment, once per 4 rows. Here each decoded fragment serves 16 rows, a quarter of the
 // decoding per row, for a few more mma (3 per key fragment, one per query part; 2 per value
 // fragment). The method is attention_e8_block.cuh's; what differs:
-//   * keys: acc[p] = Σ Q_p b for each part p of the query (exact int32 sums), a row's score from
-//     its three parts by the narrow path's float operations (e8_block_scores);
+//   * keys: the query parts in the A operand's rows, each code a B fragment; acc[p] = Σ Q_p b for
+//     each part p (exact int32 sums), a row's score from its three parts by the narrow path's
+//     float operations (e8_key_row_scores);
 //   * values in the flash layout, o = rows x channels: A = the weights w = p D of one value group
 //     (rows x tokens) in two fp16 parts (rounded, and the remainder times kLoScale), B = the
 //     centered codes q - 3/2 (tokens x channels) and, against the remainder, the same times
@@ -75,7 +75,7 @@ __device__ __forceinline__ void e8_wide_scores(const uint8_t* sk, const uint32_t
       float f[3];
 #pragma unroll
       for (int p = 0; p < 3; ++p) f[p] = __int_as_float(2 * acc[p][n][e] + Q.k[h][p]) - kMagic;
-      // e8_block_scores' operations: the narrow path's lanes hold parts (1, 3) and 2.
+      // e8_key_row_scores' operations.
       const float x = __fmaf_rn(Q.sc[h][0], f[0], __fmul_rn(Q.sc[h][2], f[2])) + __fmul_rn(Q.sc[h][1], f[1]);
       sc[h][j] = __fmaf_rn(x, nt[j], Q.cadd[h]);
     }
@@ -136,8 +136,7 @@ __device__ __forceinline__ void e8_wide_values(const uint8_t* sv, const float (&
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t dz = pw[tok[j] * kG + a];
-        mid[j] = __fmaf_rn(1.5f, __half2float(__ushort_as_half((unsigned short)(dz & 0xFFFFu))),
-                           __half2float(__ushort_as_half((unsigned short)(dz >> 16))));
+        mid[j] = __fmaf_rn(1.5f, param_d(dz), param_z(dz));
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
@@ -159,7 +158,7 @@ __device__ __forceinline__ void e8_wide_values(const uint8_t* sv, const float (&
     uint2 cw[4];  // code words 2a, 2a + 1 (the group's 32 channels) of the four tokens
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float d = __half2float(__ushort_as_half((unsigned short)(pw[tok[j] * kG + a] & 0xFFFFu)));
+      const float d = param_d(pw[tok[j] * kG + a]);
       w[0][j] = p[0][j] * d;
       w[1][j] = p[1][j] * d;
       cw[j] = *reinterpret_cast<const uint2*>(sv + tok[j] * kRowBytes + 8 * a);
@@ -171,10 +170,9 @@ __device__ __forceinline__ void e8_wide_values(const uint8_t* sv, const float (&
       const uint32_t x0 = __byte_perm(h ? cw[0].y : cw[0].x, h ? cw[1].y : cw[1].x, L.vsel);
       const uint32_t x1 = __byte_perm(h ? cw[2].y : cw[2].x, h ? cw[3].y : cw[3].x, L.vsel);
       // B column g: channel 32a + 16h + g (<< sh0) and + 8 (>> sh1), tokens 2t, 2t+1 | 2t+8, 2t+9.
-      mma_f16_two_parts(o[4 * a + 2 * h], wh, wl, centered(and_or(x0 << L.sh0, L.mask, L.one)),
-                        centered(and_or(x1 << L.sh0, L.mask, L.one)));
-      mma_f16_two_parts(o[4 * a + 2 * h + 1], wh, wl, centered(and_or(x0 >> L.sh1, L.mask, L.one)),
-                        centered(and_or(x1 >> L.sh1, L.mask, L.one)));
+      mma_f16_two_parts(o[4 * a + 2 * h], wh, wl, centered_f16(e8_code_lo(x0, L)), centered_f16(e8_code_lo(x1, L)));
+      mma_f16_two_parts(o[4 * a + 2 * h + 1], wh, wl, centered_f16(e8_code_hi(x0, L)),
+                        centered_f16(e8_code_hi(x1, L)));
     }
   }
 }
@@ -221,7 +219,7 @@ __device__ __forceinline__ void prefill_e8_wide(const KernelArgs& P, const AttnS
   for (int nt = 0; nt < kD / 8; ++nt)
 #pragma unroll
     for (int c = 0; c < 4; ++c) o[nt][c] = 0.f;
-  const E8ValueLane VL = e8_value_lane();
+  const E8ValueLane VL = e8_value_lane<false>();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
   uint16_t* raw = e8_raw_tile<kD>(wbase);
   e8_stream<kD>(kv, s, kvh, b0, b1, 1, wbase, [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {

@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const AttnSeq s = P.seqs[blockIdx.z];
   const int32_t kvh = P.head_fastest ? blockIdx.x : blockIdx.y, split = P.head_fastest ? blockIdx.y : blockIdx.x;
-  const int32_t G = P.a.n_head / kv.n_head_kv, dv = kv.head_dim_v, n_rows = s.n_q * G;
+  const int32_t G = P.a.n_head / kv.n_head_kv, n_rows = s.n_q * G;
   const int32_t td = kv.tile_dim, d = kv.n_half * td, W = P.a.sliding_window;
   if (n_rows <= 0) return;
   // Decode-sized: this split's chunks. Splits past the last chunk with keys (a short context in a
@@ -319,17 +319,7 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
         run_rows<kD, kGaac, kB>(P, s, kvh, r0, n_rows, b0, b1, 1, false, wbase, GL, b3, b4, o, m, l);
       }
       key_row_sums<kD>(o, oc);
-      const int32_t R = r0 + (lane & 3);  // row lane % 4, channels 16 mt + lane / 4, + 8
-      if (R < n_rows) {
-        float* op = out_row(P, s, kvh, R);
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-#pragma unroll
-        for (int mt = 0; mt < kD / 16; ++mt) {
-          const int ch = 16 * mt + (lane >> 2);
-          if (ch < dv) op[ch] = oc[mt][0] * inv;
-          if (ch + 8 < dv) op[ch + 8] = oc[mt][1] * inv;
-        }
-      }
+      write_key_row_output<kD>(P, s, kvh, r0, n_rows, l, oc);
     }
     return;
   }

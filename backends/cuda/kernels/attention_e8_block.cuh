@@ -483,14 +483,15 @@ struct E8Ring {
         if (sk) bulk_copy(stg, kv_entry_ptr(kv, e[0], 0), Geo::kSlotK, bars + slot);
         if (sv) bulk_copy(stg + Geo::kSlotK, kv_entry_ptr(kv, e[1], 1), Geo::kSlotV, bars + slot);
       }
-    } else {
+    } else {  // both slots' 16-byte chunks in one sweep: K's, then V's, contiguous in the stage
+      constexpr uint32_t kNk = Geo::kSlotK / 16, kN = Geo::kStage / 16;
+      const uint8_t* ks = sk ? kv_entry_ptr(kv, e[0], 0) : nullptr;
+      const uint8_t* vs = sv ? kv_entry_ptr(kv, e[1], 1) - 16 * kNk : nullptr;
 #pragma unroll
-      for (int is_v = 0; is_v < 2; ++is_v) {
-        if (!(is_v ? sv : sk)) continue;
-        const uint8_t* src = kv_entry_ptr(kv, e[is_v], is_v);
-        const uint32_t n16 = (is_v ? Geo::kSlotV : Geo::kSlotK) / 16;
-        uint8_t* dst = stg + (is_v ? Geo::kSlotK : 0);
-        for (uint32_t c = lane; c < n16; c += 32) cp_async16(dst + 16 * c, src + 16 * c, 16);
+      for (uint32_t c0 = 0; c0 < kN; c0 += 32) {
+        const uint32_t c = c0 + lane;
+        const bool is_k = c < kNk;
+        if (c < kN && (is_k ? sk : sv)) cp_async16(stg + 16 * c, (is_k ? ks : vs) + 16 * c, 16);
       }
     }
   }

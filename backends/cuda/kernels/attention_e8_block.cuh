@@ -77,8 +77,8 @@ struct E8Geom {
   static constexpr uint32_t kSlotK = 4 * kD + 4 * KV_BLOCK_TOKENS;  // e8_k_slot_bytes(kD)
   static constexpr uint32_t kSlotV = 6 * kD;                        // v2_slot_bytes(kD)
   static constexpr uint32_t kStage = kSlotK + kSlotV;
-  // The stages' bulk-copy barriers, then the in-flight blocks' entries.
-  static constexpr uint32_t kRing = (kS * 8 + kS * 2 * 4 + 15) & ~15u;
+  // The in-flight blocks' entries.
+  static constexpr uint32_t kRing = (kS * 2 * 4 + 15) & ~15u;
   // Per warp: the stages, one raw-page tile (K, then V of the same block), the ring.
   static constexpr uint32_t kWarpBytes = kS * kStage + TileGeom<kD>::kTileBytes + kRing;
   // Per thread block: the table, the warps.
@@ -434,35 +434,27 @@ __device__ __forceinline__ const uint8_t* e8_page(const KVLayerView& kv, uint32_
 }
 
 // One warp's ring of kE8Stages (kS) stages at wbase: the call ring(it, e) starts the copies of the
-// warp's block `it` (entries e: K, V) into stage it % kS — slots by bulk copies (sm_90; else
-// cp.async), raw pages only warmed in L2 (the math copies them when their turn comes);
-// wait_bulk(it) returns once its bulk copies have landed (its cp.async ones: the caller's
-// cp_async_wait, by pipeline depth).
+// warp's block `it` (entries e: K, V) into stage it % kS — slots by cp.async, the two slots' 16-byte
+// chunks in one sweep (K's, then V's, contiguous in the stage), raw pages only warmed in L2 (the
+// math copies them when their turn comes); the caller waits by pipeline depth (cp_async_wait).
+// Not bulk copies: a block's 1.3 KiB are three cp.async a lane, while lane 0's two bulk copies and
+// their barrier cost the warp more issue slots than the copies save, and the kernel is latency-
+// bound. On an H100 (twenty-first session, one visit) the E8 decode attention at 32K / 64K / 128K
+// took 48.4 / 67.4 / 102.0 µs a layer this way against 53.9 / 73.9 / 111.0 with bulk copies.
 template <int kD>
 struct E8Ring {
   using Geo = E8Geom<kD>;
   static constexpr int kS = kE8Stages;
-  static constexpr bool kBulk = GAACRT_BULK_COPY;
   const KVLayerView& kv;
   uint8_t* wbase;
-  uint64_t* bars;  // [kS]
   uint32_t* ents;  // [kS][2]
   int lane;
 
   __device__ __forceinline__ E8Ring(const KVLayerView& kv_, uint8_t* wbase_)
       : kv(kv_),
         wbase(wbase_),
-        bars(reinterpret_cast<uint64_t*>(wbase_ + kS * Geo::kStage + TileGeom<kD>::kTileBytes)),
-        ents(reinterpret_cast<uint32_t*>(bars + kS)),
-        lane(threadIdx.x & 31) {
-    if (kBulk) {
-      if (lane == 0)
-#pragma unroll
-        for (int x = 0; x < kS; ++x) mbar_init(bars + x);
-      fence_mbar_init();
-      __syncwarp();
-    }
-  }
+        ents(reinterpret_cast<uint32_t*>(wbase_ + kS * Geo::kStage + TileGeom<kD>::kTileBytes)),
+        lane(threadIdx.x & 31) {}
   __device__ __forceinline__ void operator()(int32_t it, const uint32_t (&e)[2]) const {
     const int slot = it % kS;
     uint8_t* stg = wbase + slot * Geo::kStage;
@@ -470,46 +462,24 @@ struct E8Ring {
       ents[2 * slot] = e[0];
       ents[2 * slot + 1] = e[1];
     }
-    if (kBulk) fence_proxy_async();  // earlier reads of this stage before the copies' writes
 #pragma unroll
     for (int is_v = 0; is_v < 2; ++is_v) {
       if (e[is_v] == KV_ENTRY_EMPTY || kv_entry_is_slot(e[is_v])) continue;
       if (lane * 128 < KV_BLOCK_TOKENS * kD * 2) prefetch_l2(kv_entry_ptr(kv, e[is_v], is_v) + lane * 128);
     }
     const bool sk = kv_entry_is_slot(e[0]), sv = kv_entry_is_slot(e[1]);
-    if (kBulk) {
-      if (lane == 0) {
-        mbar_expect_tx(bars + slot, (sk ? Geo::kSlotK : 0u) + (sv ? Geo::kSlotV : 0u));
-        if (sk) bulk_copy(stg, kv_entry_ptr(kv, e[0], 0), Geo::kSlotK, bars + slot);
-        if (sv) bulk_copy(stg + Geo::kSlotK, kv_entry_ptr(kv, e[1], 1), Geo::kSlotV, bars + slot);
-      }
-    } else {  // both slots' 16-byte chunks in one sweep: K's, then V's, contiguous in the stage
-      constexpr uint32_t kNk = Geo::kSlotK / 16, kN = Geo::kStage / 16;
-      const uint8_t* ks = sk ? kv_entry_ptr(kv, e[0], 0) : nullptr;
-      const uint8_t* vs = sv ? kv_entry_ptr(kv, e[1], 1) - 16 * kNk : nullptr;
+    constexpr uint32_t kNk = Geo::kSlotK / 16, kN = Geo::kStage / 16;
+    const uint8_t* ks = sk ? kv_entry_ptr(kv, e[0], 0) : nullptr;
+    const uint8_t* vs = sv ? kv_entry_ptr(kv, e[1], 1) - 16 * kNk : nullptr;
 #pragma unroll
-      for (uint32_t c0 = 0; c0 < kN; c0 += 32) {
-        const uint32_t c = c0 + lane;
-        const bool is_k = c < kNk;
-        if (c < kN && (is_k ? sk : sv)) cp_async16(stg + 16 * c, (is_k ? ks : vs) + 16 * c, 16);
-      }
+    for (uint32_t c0 = 0; c0 < kN; c0 += 32) {
+      const uint32_t c = c0 + lane;
+      const bool is_k = c < kNk;
+      if (c < kN && (is_k ? sk : sv)) cp_async16(stg + 16 * c, (is_k ? ks : vs) + 16 * c, 16);
     }
-  }
-  // Block it's bulk copies (its cp.async ones: the caller's cp_async_wait).
-  __device__ __forceinline__ void wait_bulk(int32_t it) const {
-    if (kBulk) mbar_wait(bars + it % kS, (uint32_t)(it / kS) & 1u);
   }
   __device__ __forceinline__ const uint8_t* stage(int32_t it) const { return wbase + (it % kS) * Geo::kStage; }
   __device__ __forceinline__ uint32_t entry(int32_t it, int is_v) const { return ents[2 * (it % kS) + is_v]; }
-  // Every phase issued has completed (each block was waited for): the barriers retired.
-  __device__ __forceinline__ void retire() const {
-    if (kBulk) {
-      if (lane == 0)
-#pragma unroll
-        for (int x = 0; x < kS; ++x) mbar_inval(bars + x);
-      __syncwarp();
-    }
-  }
 };
 
 // One warp's stream of blocks b_first, b_first + b_step, ... below b_end of sequence s and kv-head
@@ -528,12 +498,10 @@ __device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& 
   for (int32_t it = 0; it < n_iter; ++it) {
     es.template issue_ahead<kS>(it, ring);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed
-    ring.wait_bulk(it);       // ... or its bulk copies
     __syncwarp();             // ... and every lane's
     block(b_first + it * b_step, ring.stage(it), ring.entry(it, 0), ring.entry(it, 1));
     __syncwarp();  // block it's stage and the raw tile are read
   }
-  ring.retire();
 }
 
 }  // namespace gaacrt::cuda::attn

@@ -44,11 +44,6 @@ __device__ __forceinline__ TileRow query_row(const KernelArgs& P, const AttnSeq&
   t.lo = P.a.sliding_window > 0 ? max(0, t.pos - P.a.sliding_window + 1) : 0;
   return t;
 }
-// This lane's query row of an M-tile (rows r0 .. r0+3; lanes g and g + 4 share row r0 + g % 4).
-__device__ __forceinline__ TileRow tile_row(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
-                                            int32_t n_rows) {
-  return query_row(P, s, kvh, r0 + (((threadIdx.x & 31) >> 2) & 3), n_rows);
-}
 
 // 2^x for the softmax (MUFU.EX2, flushing subnormal results to 0: exp2f's subnormal path costs
 // three instructions per call; a weight below 2^-126 of the row's largest is nothing).

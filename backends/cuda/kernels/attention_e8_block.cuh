@@ -71,9 +71,6 @@ constexpr int kE8Stages = 4;  // blocks in each warp's pipeline (a block's slots
 template <int kD>
 struct E8Geom {
   static constexpr int kS = kE8Stages;
-  static constexpr int kKs = kD / 32;  // int8 k-steps of a key: one code per lane each
-  static constexpr int kMt = kD / 16;  // value m-tiles: one code word (16 channels) each
-  static constexpr int kGroups = kD / ASYM2_VGROUP;
   static constexpr uint32_t kSlotK = 4 * kD + 4 * KV_BLOCK_TOKENS;  // e8_k_slot_bytes(kD)
   static constexpr uint32_t kSlotV = 6 * kD;                        // v2_slot_bytes(kD)
   static constexpr uint32_t kStage = kSlotK + kSlotV;

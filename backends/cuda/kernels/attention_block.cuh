@@ -184,7 +184,7 @@ __device__ __forceinline__ void query_columns(const float* qv, bool valid, int32
       const int ch = 16 * kk + 2 * tig + 8 * u;
       const float x0 = valid && ch < dk ? qv[ch] : 0.f, x1 = valid && ch + 1 < dk ? qv[ch + 1] : 0.f;
       const uint32_t hi = pack_bf16x2(x0, x1);
-      qb[kk][u] = lo_part ? pack_bf16x2(x0 - bf16_lo(hi), x1 - bf16_hi(hi)) : hi;
+      qb[kk][u] = lo_part ? bf16_rest(x0, x1, hi) : hi;
     }
 }
 

@@ -393,7 +393,7 @@ __device__ __forceinline__ void e8_key_row_values(const uint8_t* sv, const float
       for (int h = 0; h < 2; ++h) {
         const uint32_t hi = pack_bf16x2(mid[2 * h], mid[2 * h + 1]);
         az[2 * h] = hi;
-        az[2 * h + 1] = pack_bf16x2(mid[2 * h] - bf16_lo(hi), mid[2 * h + 1] - bf16_hi(hi));
+        az[2 * h + 1] = bf16_rest(mid[2 * h], mid[2 * h + 1], hi);
       }
     }
     mma_bf16(oz, az, pb[0], pb[1]);

@@ -29,8 +29,8 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   if (has_slots)
     e8_query_columns<kD>(q_rows + (tq.valid ? tq.R : 0) * kD, tq.valid,
                          st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr, 1.f / st.alpha, C);
-  uint32_t qb[kD / 16][2];  // the unrotated query's columns, for the window's raw pages
-  query_columns<kD>(P.q + tq.q_off, tq.valid, kD, qb);
+  uint32_t qb[kD / 16][2];  // the unrotated query's columns, made at the first raw page (most
+  bool have_qb = false;     // splits of a long context have none: the window is the newest blocks)
   reset_row_state(o, m, l);
 #pragma unroll
   for (int c = 0; c < 4; ++c) oz[c] = 0.f;
@@ -43,6 +43,10 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       e8_key_row_scores<kD>(stg, tab, C, qd, bq, sc);
     } else {  // a raw page (or a released one: zeros, never visible) against the unrotated q
       copy_page_sync<kD>(e8_page(kv, ek), kD, 0, raw, lane, 32);
+      if (!have_qb) {  // (warp-uniform)
+        query_columns<kD>(P.q + tq.q_off, tq.valid, kD, qb);
+        have_qb = true;
+      }
       __syncwarp();
       float s2[2][4];
       key_row_scores<kD>(raw, qb, s2);

@@ -239,6 +239,11 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float x0, float x1) {
 }
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+// What rounding x0, x1 to the bf16 pair hi left (exact in fp32), itself rounded to a bf16 pair:
+// hi and this are two parts of 16 significant bits.
+__device__ __forceinline__ uint32_t bf16_rest(float x0, float x1, uint32_t hi) {
+  return pack_bf16x2(x0 - bf16_lo(hi), x1 - bf16_hi(hi));
+}
 
 // x = hi + mid + lo (each a bf16 pair): every difference below is exact in fp32, and three
 // bf16 parts carry 24 significant bits, so the split loses nothing a float has.
@@ -250,7 +255,7 @@ __device__ __forceinline__ Split3 split3(float x0, float x1) {
   s.hi = pack_bf16x2(x0, x1);
   const float r0 = x0 - bf16_lo(s.hi), r1 = x1 - bf16_hi(s.hi);
   s.mid = pack_bf16x2(r0, r1);
-  s.lo = pack_bf16x2(r0 - bf16_lo(s.mid), r1 - bf16_hi(s.mid));
+  s.lo = bf16_rest(r0, r1, s.mid);
   return s;
 }
 

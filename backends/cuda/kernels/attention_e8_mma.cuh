@@ -37,8 +37,9 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   const E8ValueLane VL = e8_value_lane<true>();
   const int qd = (tig * kKs) / 4, bq = (tig * kKs) % 4;
   uint16_t* raw = e8_raw_tile<kD>(wbase);
-  auto block = [&](int32_t b, const uint8_t* stg, uint32_t ek, uint32_t ev) {
-    float sc[2], p[2];
+  float p[2];
+  uint32_t pb[2];
+  auto keys = [&](int32_t, const uint8_t* stg, uint32_t ek, float (&sc)[2]) {
     if (kv_entry_is_slot(ek)) {
       e8_key_row_scores<kD>(stg, tab, C, qd, bq, sc);
     } else {  // a raw page (or a released one: zeros, never visible) against the unrotated q
@@ -53,14 +54,17 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       key_row_score_sums(s2, sc);
       __syncwarp();  // the tile is read: V may take it
     }
+  };
+  auto soft = [&](int32_t b, float (&sc)[2]) {
     const float corr = key_row_softmax(sc, b, tr.pos, tr.lo, m, l, P.a, p);
     if (__any_sync(kFull, corr != 1.f)) {
       scale_accumulators(o, corr);
 #pragma unroll
       for (int c = 0; c < 4; ++c) oz[c] *= corr;
     }
-    uint32_t pb[2];
     key_row_weight_columns(p, pb);
+  };
+  auto values = [&](int32_t b, const uint8_t* stg, uint32_t ev) {
     if (kv_entry_is_slot(ev)) {
       e8_key_row_values<kD>(stg + E8Geom<kD>::kSlotK, p, pb, VL, o, oz);
     } else {
@@ -70,7 +74,19 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       key_row_values<kD>(raw, pb, o);
     }
   };
-  e8_stream<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, block);
+  // Block b's values and block bn's keys: side by side when both are slots (no raw tile between
+  // them), else one after the other.
+  auto pair = [&](int32_t b, const uint8_t* stg, uint32_t ev, int32_t bn, const uint8_t* stg_n, uint32_t ek_n,
+                  float (&sc)[2]) {
+    if (kv_entry_is_slot(ev) && kv_entry_is_slot(ek_n)) {
+      e8_values_and_keys<kD>(stg + E8Geom<kD>::kSlotK, p, pb, VL, o, oz, stg_n, tab, C, qd, bq, sc);
+    } else {
+      values(b, stg, ev);
+      __syncwarp();  // the raw tile is read
+      keys(bn, stg_n, ek_n, sc);
+    }
+  };
+  e8_stream_overlapped<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, keys, soft, values, pair);
 }
 
 // Grid (kv-heads, n_split or more, sequences), kv-head fastest (attention.cu). Sequences of more

@@ -312,27 +312,23 @@ __device__ __forceinline__ void e8_query_columns(const float* qv, bool valid, co
 }
 
 // A key slot's scores on this lane: keys g and g + 8 of row t (t = lane % 4). For k-step s the
-// lane decodes code t kKs + s (quad qd, block bq + s) of tokens g and g + 8: one A fragment. In
-// pieces (begin, a step per k-step, end), so that e8_values_and_keys can put a value slot's groups
-// between the steps.
+// lane decodes code t kKs + s (quad qd, block bq + s) of tokens g and g + 8: one A fragment.
 template <int kD>
-struct E8KeyRow {
-  int32_t acc[2][4];
+__device__ __forceinline__ void e8_key_row_scores(const uint8_t* sk, const uint32_t* tab, const E8Columns<kD>& C,
+                                                  int qd, int bq, float (&sc)[2]) {
+  constexpr int kKs = kD / 32;
+  const int g = (threadIdx.x & 31) >> 2;
+  int32_t acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   uint2 w[2];
   uint32_t par[2], eff[2];
-
-  __device__ __forceinline__ void begin(const uint8_t* sk, int qd) {
-    const int g = (threadIdx.x & 31) >> 2;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[j][c] = 0;
-      w[j] = *reinterpret_cast<const uint2*>(sk + e8_k_quad_offset(kD, g + 8 * j, qd));
-      par[j] = e8_quad_parities(w[j].y);
-      eff[j] = w[j].y ^ par[j];
-    }
+  for (int j = 0; j < 2; ++j) {
+    w[j] = *reinterpret_cast<const uint2*>(sk + e8_k_quad_offset(kD, g + 8 * j, qd));
+    par[j] = e8_quad_parities(w[j].y);
+    eff[j] = w[j].y ^ par[j];
   }
-  __device__ __forceinline__ void step(int s, const uint32_t* tab, const E8Columns<kD>& C, int bq) {
+#pragma unroll
+  for (int s = 0; s < kKs; ++s) {
     const int bi = bq + s;
     E8BytePair x[2];
 #pragma unroll
@@ -342,28 +338,15 @@ struct E8KeyRow {
     mma_s8_k32(acc[0], a, C.b[0][s][0], C.b[0][s][1]);
     mma_s8_k32(acc[1], a, C.b[1][s][0], C.b[1][s][1]);
   }
-  __device__ __forceinline__ void end(const uint8_t* sk, const E8Columns<kD>& C, float (&sc)[2]) const {
-    const int g = (threadIdx.x & 31) >> 2;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float n = *reinterpret_cast<const float*>(sk + e8_k_norm_offset(kD, g + 8 * j));
-      const float f0 = __int_as_float(2 * acc[0][2 * j] + C.k[0]) - kMagic;
-      const float f1 = __int_as_float(2 * acc[0][2 * j + 1] + C.k[1]) - kMagic;
-      const float f2 = __int_as_float(2 * acc[1][2 * j] + C.k[2]) - kMagic;
-      const float x = __fmaf_rn(C.sc[0], f0, __fmul_rn(C.sc[2], f2)) + __fmul_rn(C.sc[1], f1);
-      sc[j] = __fmaf_rn(x, n, C.cadd);
-    }
+  for (int j = 0; j < 2; ++j) {
+    const float n = *reinterpret_cast<const float*>(sk + e8_k_norm_offset(kD, g + 8 * j));
+    const float f0 = __int_as_float(2 * acc[0][2 * j] + C.k[0]) - kMagic;
+    const float f1 = __int_as_float(2 * acc[0][2 * j + 1] + C.k[1]) - kMagic;
+    const float f2 = __int_as_float(2 * acc[1][2 * j] + C.k[2]) - kMagic;
+    const float x = __fmaf_rn(C.sc[0], f0, __fmul_rn(C.sc[2], f2)) + __fmul_rn(C.sc[1], f1);
+    sc[j] = __fmaf_rn(x, n, C.cadd);
   }
-};
-
-template <int kD>
-__device__ __forceinline__ void e8_key_row_scores(const uint8_t* sk, const uint32_t* tab, const E8Columns<kD>& C,
-                                                  int qd, int bq, float (&sc)[2]) {
-  E8KeyRow<kD> K;
-  K.begin(sk, qd);
-#pragma unroll
-  for (int s = 0; s < kD / 32; ++s) K.step(s, tab, C, bq);
-  K.end(sk, C, sc);
 }
 
 // A token's kG words of value parameters (D, z) at once (kG = 4, 2 or 1).
@@ -389,24 +372,22 @@ __device__ __forceinline__ float param_z(uint32_t dz) { return __half2float(__us
 // O^T += V^T · W^T of a value slot, W the weights w = p D of each group (this lane's p: keys g,
 // g + 8 of row t) as B fragments the way P^T is made (key_row_weight_columns), and the bracket:
 // oz += Z · P^T (pb), A row g of Z = group g's midpoints z + 3/2 D (exact in fp32) rounded to
-// bf16, row g + 8 what the rounding left. In pieces: begin (the bracket, the groups' (D, z)), then
-// a group of 32 channels at a time.
+// bf16, row g + 8 what the rounding left.
 template <int kD>
-struct E8ValueRow {
-  static constexpr int kG = kD / ASYM2_VGROUP, kRowBytes = kD / 4;
-  uint32_t dz[2][kG];  // (D, z) of keys g and g + 8, every group
-
-  __device__ __forceinline__ void begin(const uint8_t* sv, const uint32_t (&pb)[2], float (&oz)[4]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t0 = 2 * (lane & 3);
-    const uint32_t* pw = reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, 0, 0));  // [16][kG] (D, z)
-    const int tok[4] = {t0, t0 + 1, t0 + 8, t0 + 9};  // the A fragments' keys
+__device__ __forceinline__ void e8_key_row_values(const uint8_t* sv, const float (&p)[2], const uint32_t (&pb)[2],
+                                                  const E8ValueLane& L, float (&o)[kD / 16][4], float (&oz)[4]) {
+  constexpr int kG = kD / ASYM2_VGROUP, kRowBytes = kD / 4;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t0 = 2 * (lane & 3);
+  const uint32_t* pw = reinterpret_cast<const uint32_t*>(sv + v2_params_offset(kD, 0, 0));  // [16][kG] (D, z)
+  const int tok[4] = {t0, t0 + 1, t0 + 8, t0 + 9};  // the A fragments' keys
+  {
     uint32_t az[4] = {0u, 0u, 0u, 0u};
     if (g < kG) {
       float mid[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t x = pw[tok[j] * kG + g];
-        mid[j] = __fmaf_rn(1.5f, param_d(x), param_z(x));
+        const uint32_t dz = pw[tok[j] * kG + g];
+        mid[j] = __fmaf_rn(1.5f, param_d(dz), param_z(dz));
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -416,13 +397,12 @@ struct E8ValueRow {
       }
     }
     mma_bf16(oz, az, pb[0], pb[1]);
-    load_param_words<kG>(pw + g * kG, dz[0]);
-    load_param_words<kG>(pw + (g + 8) * kG, dz[1]);
   }
-  __device__ __forceinline__ void group(int a, const uint8_t* sv, const float (&p)[2], const E8ValueLane& L,
-                                        float (&o)[kD / 16][4]) const {
-    const int t0 = 2 * (threadIdx.x & 3);
-    const int tok[4] = {t0, t0 + 1, t0 + 8, t0 + 9};
+  uint32_t dz[2][kG];  // (D, z) of keys g and g + 8, every group
+  load_param_words<kG>(pw + g * kG, dz[0]);
+  load_param_words<kG>(pw + (g + 8) * kG, dz[1]);
+#pragma unroll
+  for (int a = 0; a < kG; ++a) {
     uint32_t wb[2];
 #pragma unroll
     for (int j = 0; j < 2; ++j) wb[j] = movmatrix_trans(bf16_hi_rest(p[j] * param_d(dz[j][a])));
@@ -438,36 +418,6 @@ struct E8ValueRow {
       mma_bf16(o[2 * a + h], af, wb[0], wb[1]);
     }
   }
-};
-
-template <int kD>
-__device__ __forceinline__ void e8_key_row_values(const uint8_t* sv, const float (&p)[2], const uint32_t (&pb)[2],
-                                                  const E8ValueLane& L, float (&o)[kD / 16][4], float (&oz)[4]) {
-  E8ValueRow<kD> V;
-  V.begin(sv, pb, oz);
-#pragma unroll
-  for (int a = 0; a < E8ValueRow<kD>::kG; ++a) V.group(a, sv, p, L, o);
-}
-
-// e8_key_row_values of one slot and e8_key_row_scores of another, their steps alternating (a
-// group of values, a k-step of keys: kD / 32 of each), so that each chain's latencies have the
-// other's instructions to issue beside them. The same arithmetic, so the same bits.
-template <int kD>
-__device__ __forceinline__ void e8_values_and_keys(const uint8_t* sv, const float (&p)[2], const uint32_t (&pb)[2],
-                                                   const E8ValueLane& L, float (&o)[kD / 16][4], float (&oz)[4],
-                                                   const uint8_t* sk, const uint32_t* tab, const E8Columns<kD>& C,
-                                                   int qd, int bq, float (&sc)[2]) {
-  static_assert(E8ValueRow<kD>::kG == kD / 32, "a value group per key k-step");
-  E8KeyRow<kD> K;
-  E8ValueRow<kD> V;
-  K.begin(sk, qd);
-  V.begin(sv, pb, oz);
-#pragma unroll
-  for (int a = 0; a < kD / 32; ++a) {
-    K.step(a, tab, C, bq);
-    V.group(a, sv, p, L, o);
-  }
-  K.end(sk, C, sc);
 }
 
 // This lane's output values in key_row_sums' layout (row t, channels 16 mt + g and + 8) with the
@@ -571,13 +521,18 @@ __device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& 
 
 // e8_stream with one block's values and the next block's keys in one stretch of code: the decode's
 // dependent chains (code words -> fragments -> mma -> scores; -> softmax -> weights -> mma) are
-// long and a warp is one of three on its scheduler, so a block's work alone leaves the issue slots
-// idle while it waits; two independent chains side by side fill them. Per block, in order:
-// keys(b, stage, ek, sc) its scores; soft(b, sc) its online softmax (after the previous block's
-// values, so the accumulators are rescaled as they were one block at a time: the same bits);
-// values(b, stage, ev) its weighted values. pair(b, stage, ev, bn, stage_n, ek_n, sc) runs
-// values(b) and keys(bn) together (the caller's fast path when both are slots). Block it + 1 must
-// have landed with block it: the ring runs one block less ahead than e8_stream's.
+// long and a warp is one of three on its scheduler, so a block's work alone leaves issue slots
+// idle while it waits; two independent chains side by side give the scheduler more to pick from.
+// Per block, in order: keys(b, stage, ek, sc) its scores; soft(b, sc) its online softmax (after
+// the previous block's values, so the accumulators are rescaled as they were one block at a time:
+// the same bits); values(b, stage, ev) its weighted values. pair(b, stage, ev, bn, stage_n, ek_n,
+// sc) runs values(b) and keys(bn) together (the caller's fast path when both are slots). Block
+// it + 1 must have landed with block it: the ring runs one block less ahead than e8_stream's.
+// Measured on an H100 against e8_stream (one visit, twenty-second session): the decode's fitted
+// cost 33.0-33.1 µs per 64K tokens back to back against 33.6, a block's stream at 64K 34.3
+// against 35.8 µs (median, bench/cuda_attention_timeline.py) — the compiler still issues the
+// keys' mma before the values' work, so the gain is small. (Alternating their steps in the source, key k-step then value
+// group, compiled to the same order.)
 template <int kD, class Keys, class Soft, class Values, class Pair>
 __device__ __forceinline__ void e8_stream_overlapped(const KVLayerView& kv, const AttnSeq& s, int32_t kvh,
                                                      int32_t b_first, int32_t b_end, int32_t b_step, uint8_t* wbase,

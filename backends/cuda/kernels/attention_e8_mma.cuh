@@ -79,7 +79,8 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   auto pair = [&](int32_t b, const uint8_t* stg, uint32_t ev, int32_t bn, const uint8_t* stg_n, uint32_t ek_n,
                   float (&sc)[2]) {
     if (kv_entry_is_slot(ev) && kv_entry_is_slot(ek_n)) {
-      e8_values_and_keys<kD>(stg + E8Geom<kD>::kSlotK, p, pb, VL, o, oz, stg_n, tab, C, qd, bq, sc);
+      e8_key_row_scores<kD>(stg_n, tab, C, qd, bq, sc);
+      e8_key_row_values<kD>(stg + E8Geom<kD>::kSlotK, p, pb, VL, o, oz);
     } else {
       values(b, stg, ev);
       __syncwarp();  // the raw tile is read

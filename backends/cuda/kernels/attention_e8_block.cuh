@@ -531,8 +531,8 @@ __device__ __forceinline__ void e8_stream(const KVLayerView& kv, const AttnSeq& 
 // Measured on an H100 against e8_stream (one visit, twenty-second session): the decode's fitted
 // cost 33.0-33.1 µs per 64K tokens back to back against 33.6, a block's stream at 64K 34.3
 // against 35.8 µs (median, bench/cuda_attention_timeline.py) — the compiler still issues the
-// keys' mma before the values' work, so the gain is small. (Alternating their steps in the source, key k-step then value
-// group, compiled to the same order.)
+// keys' mma before the values' work, so the gain is small. (Alternating their steps in the source,
+// a key k-step then a value group, compiled to the same order.)
 template <int kD, class Keys, class Soft, class Values, class Pair>
 __device__ __forceinline__ void e8_stream_overlapped(const KVLayerView& kv, const AttnSeq& s, int32_t kvh,
                                                      int32_t b_first, int32_t b_end, int32_t b_step, uint8_t* wbase,

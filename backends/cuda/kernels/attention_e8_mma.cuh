@@ -74,13 +74,13 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
       key_row_values<kD>(raw, pb, o);
     }
   };
-  // Block b's values and block bn's keys: side by side when both are slots (no raw tile between
-  // them), else one after the other.
+  // Block b's values and block bn's keys: side by side when both are slots (the slot tests fold,
+  // one basic block; no raw tile between them), else one after the other.
   auto pair = [&](int32_t b, const uint8_t* stg, uint32_t ev, int32_t bn, const uint8_t* stg_n, uint32_t ek_n,
                   float (&sc)[2]) {
     if (kv_entry_is_slot(ev) && kv_entry_is_slot(ek_n)) {
-      e8_key_row_scores<kD>(stg_n, tab, C, qd, bq, sc);
-      e8_key_row_values<kD>(stg + E8Geom<kD>::kSlotK, p, pb, VL, o, oz);
+      keys(bn, stg_n, ek_n, sc);
+      values(b, stg, ev);
     } else {
       values(b, stg, ev);
       __syncwarp();  // the raw tile is read

@@ -60,3 +60,67 @@ def test_joined_sum_is_the_exact_sum_rounded_once_where_rounding_happens():
     total = 256 * ties_h + ties_l
     assert (np.abs(total) > 2**24).mean() > 0.5  # most of them past float32's exact integers
     assert np.array_equal(joined(ties_h, ties_l).view(np.uint32), exact(ties_h, ties_l).view(np.uint32))
+
+
+# The scale folded into the magic's subtraction (matmul_q8mma.cu slice_scaled): a fused
+# multiply-add is emulated exactly here as float64 a * b + c rounded once to float32 (the product
+# and the sum have at most 43 significant bits at these magnitudes, so float64 holds them exactly).
+MAGIC_LO_F = np.float32(1.5 * 2.0**23)
+MAGIC_HI_F = np.float32(1.5 * 2.0**31)
+
+
+def fma32(a, b, c) -> np.ndarray:
+    return (np.float64(a) * np.float64(b) + np.float64(c)).astype(np.float32)
+
+
+def fp16_scales() -> np.ndarray:
+    """Every finite fp16 value as float32 (the 32-value blocks' scales), zeros included."""
+    h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    return h[np.isfinite(h)].astype(np.float32)
+
+
+def kquant_scales(rng) -> np.ndarray:
+    """fp16 d times a 6-bit scale (Q4_K, IQ4_XS) or an int8 one (Q6_K): up to 19 significant bits."""
+    d = fp16_scales()
+    d = d[np.abs(d) > 0]
+    return np.concatenate([rng.choice(d, 20_000) * rng.integers(1, 64, 20_000).astype(np.float32),
+                           rng.choice(d, 20_000) * rng.integers(-128, 128, 20_000).astype(np.float32)])
+
+
+def test_q8_fold_gives_the_bits_of_the_sum_times_the_scale():
+    # fma(bits, dw, -M·dw) against float(S) · dw: -M·dw must be exact (1.5 · 2^23 has two
+    # significant bits) for every scale the kernel sees, and then the bits are the same.
+    rng = np.random.default_rng(1)
+    dw = np.concatenate([fp16_scales(), kquant_scales(rng)])
+    nb = (-MAGIC_LO_F * dw).astype(np.float32)
+    assert np.array_equal(np.float64(nb), -1.5 * 2.0**23 * np.float64(dw))
+    s = np.concatenate([np.array([-(2**22) + 1, -32 * 128 * 255, -1, 0, 1, 32 * 128 * 255, 2**22 - 1]),
+                        rng.integers(-(2**22) + 1, 2**22, dw.size - 7)])
+    rng.shuffle(s)
+    bits = (np.int32(MAGIC_LO) + s.astype(np.int32)).view(np.float32)
+    folded = fma32(bits, dw, nb)
+    joined = s.astype(np.float32) * dw  # the slice's float sum (exact), times dw
+    assert np.array_equal(folded.view(np.uint32) & 0x7FFFFFFF, joined.view(np.uint32) & 0x7FFFFFFF)
+    assert np.array_equal(folded[joined != 0], joined[joined != 0])
+
+
+def test_q16_fold_with_fp16_scales_is_within_an_ulp_of_the_magic():
+    # kMagicHiF = 771 · 2^22 (ten significant bits) times any fp16 scale is exact; the two fused
+    # steps then give S · dw rounded twice: off by at most half an ulp of (256 Σh - 1.5 · 2^23) · dw
+    # (at most 2.5 · 2^23 · |dw| for the 4- and 5-bit types, and 2^27 + 1.5 · 2^23 for Q8_0's
+    # 8-bit weights) plus half an ulp of the result.
+    rng = np.random.default_rng(2)
+    dw = fp16_scales()
+    nb = (-BOTH * dw).astype(np.float32)
+    assert np.array_equal(np.float64(nb), -771 * 2.0**22 * np.float64(dw))
+    n = dw.size
+    sh = np.concatenate([np.array([-SH_MAX, SH_MAX, 0, -1, 1]), rng.integers(-SH_MAX, SH_MAX + 1, n - 5)])
+    sl = np.concatenate([np.array([-SL_MAX, SL_MAX, 0, 1, -1]), rng.integers(-SL_MAX, SL_MAX + 1, n - 5)])
+    fh = (np.int32(MAGIC_HI) + sh.astype(np.int32)).view(np.float32)
+    fl = (np.int32(MAGIC_LO) + sl.astype(np.int32)).view(np.float32)
+    folded = fma32(fl, dw, fma32(fh, dw, nb)).astype(np.float64)
+    exact = (256.0 * sh + sl) * np.float64(dw)
+    t_mag = (np.abs(256.0 * sh - 1.5 * 2.0**23)) * np.abs(np.float64(dw))
+    bound = 0.5 * np.spacing(t_mag.astype(np.float32)).astype(np.float64) + \
+        0.5 * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(folded - exact) <= bound)

@@ -38,6 +38,9 @@
 // slot's scale stored once instead of once per word, the tokens' places worked out once): 1,282 ->
 // 1,087 for 32 x 16 outputs. With 128 tokens (GAACRT_CUDA_Q8MMA_TOKENS=128) 1,870 for 32 x 32,
 // 935 per 32 x 16: the step's weights and the slices' A fragments serve twice the tokens.
+// Twenty-third session (slice_scaled: the scale folded into the magic's subtraction), the slice
+// of the 128-token kernel's warp (32 x 32 outputs): Q4_0 q16 183 -> 155 instructions (64 FADD, 32
+// FMUL and 32 FFMA -> 96 FFMA and 4 FMUL), q8 135 -> 107; the K-quants' q16 slices unchanged.
 #include "matmul_q8mma.cuh"
 
 #include <cstdlib>
@@ -120,6 +123,30 @@ __device__ __forceinline__ float slice_sum(int ch, int cl) {
 }
 constexpr int kMagicH(bool q16) { return q16 ? kMagicHi : kMagic; }  // the start of h's accumulators
 
+// A k32 slice's sum times its weight scale dw, the magic subtracted inside a fused multiply-add:
+// fma(bits, dw, -magic · dw) = round((bits - magic) · dw) whenever magic · dw is exact. nb = -magic
+// · dw, one multiplication per row and slice instead of a subtraction per output (Q8: 2 float
+// operations per output and slice with the FFMA of dx, from 3).
+//   Q8: magic 1.5 · 2^23 (two significant bits) times any scale here (at most 19 bits: fp16 d, or d
+//     times a K-quant's 6- or 8-bit scale) is exact: the same bits as slice_sum(c) · dw.
+//   Q16 with fp16 scales (kFold16; kMagicHiF = 771 · 2^22, ten bits, times eleven): t = fma(bits_h,
+//     dw, nb) = (256 Σh - 1.5 · 2^23) · dw rounded once, then fma(bits_l, dw, t) adds (1.5 · 2^23 +
+//     Σl) · dw: the lo magic cancels and S · dw comes out rounded twice, t's rounding at most an
+//     ulp of 2.5 · 2^23 · dw, about dw (exact: S · dw rounded once). Over random Q4_0 rows, 8e-7
+//     relative to float64 against the join's 9e-8, far under q16's own rounding of x (the CPU's
+//     matmul, tests/test_cuda_backend.py: 1e-5); 3 operations per output instead of 4. The
+//     K-quants' scales have up to 19 bits, so their kMagicHiF · dw would round: they join first.
+template <bool kQ16, bool kFold16>
+__device__ __forceinline__ float slice_bias(float dw) {
+  return kQ16 ? (kFold16 ? -kMagicHiF * dw : 0.f) : -kMagicF * dw;
+}
+template <bool kQ16, bool kFold16>
+__device__ __forceinline__ float slice_scaled(int ch, int cl, float dw, float nb) {
+  if constexpr (!kQ16) return __fmaf_rn(__int_as_float(ch), dw, nb);
+  if constexpr (kFold16) return __fmaf_rn(__int_as_float(cl), dw, __fmaf_rn(__int_as_float(ch), dw, nb));
+  return __fmul_rn(slice_sum<true>(ch, cl), dw);
+}
+
 // x(n_tok, n_cols) -> Q16 in two byte planes, 8 lanes per 32 values, 4 each (one float4 load):
 // quantize_row_q16's arithmetic (amax, d = amax / 32767 from amax >= 1e-30, q = round-half-even(x ·
 // (1/d)) clamped to ±32767, s = d · Σq), then h = q >> 8 (floor), l = q & 255. (One value per
@@ -185,6 +212,7 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
   constexpr bool kMin = P::kMin;
   // Q6_K's scale changes every 16 columns: two k16 mma per slice instead of one k32.
   constexpr bool k16 = std::is_same_v<typename StoredBlock<Block>::block, block_q6_k>;
+  constexpr bool kFold16 = QK == 32;  // slice_scaled: the 32-value blocks' scales are fp16
   constexpr int L = P::kLanes, kBpc = kKc / QK;  // lanes per block, weight blocks per row in a step
   static_assert(kKc % QK == 0, "a step holds whole blocks");
   // A piece of one lane and one group holds its whole block (column 0 on); with 4-column words at
@@ -330,13 +358,14 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
         }
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
-        float dw0[2], dw1[2], mwv[2];  // rows g, g + 8 of the m-tile
+        float dw0[2], dw1[2], mwv[2], nb[2];  // rows g, g + 8 of the m-tile
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = 32 * wr + 16 * mt + g + 8 * h;
           dw0[h] = T.dw[r][2 * s];
           dw1[h] = k16 ? T.dw[r][2 * s + 1] : 0.f;
           mwv[h] = kMin ? T.mw[r][s] : 0.f;
+          nb[h] = slice_bias<kQ16, kFold16>(dw0[h]);
         }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -360,8 +389,13 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
 #pragma unroll
           for (int e = 0; e < 4; ++e) {  // fragment e: row g + 8 (e / 2), token 2 tig + e % 2
             const int h = e >> 1, j = e & 1;
-            float v = slice_sum<kQ16>(c0i[e], l0i[e]) * dw0[h];
-            if constexpr (k16) v += slice_sum<kQ16>(c1i[e], l1i[e]) * dw1[h];
+            float v;
+            if constexpr (k16) {  // (as it was: the two halves' products, the second one fused)
+              v = slice_sum<kQ16>(c0i[e], l0i[e]) * dw0[h];
+              v += slice_sum<kQ16>(c1i[e], l1i[e]) * dw1[h];
+            } else {
+              v = slice_scaled<kQ16, kFold16>(c0i[e], l0i[e], dw0[h], nb[h]);
+            }
             acc[mt][nt][e] = fmaf(v, dxv[nt][j], acc[mt][nt][e]);
             if constexpr (kMin) acc[mt][nt][e] = fmaf(mwv[h], sxv[nt][j], acc[mt][nt][e]);
           }

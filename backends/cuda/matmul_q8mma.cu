@@ -38,11 +38,11 @@
 // slot's scale stored once instead of once per word, the tokens' places worked out once): 1,282 ->
 // 1,087 for 32 x 16 outputs. With 128 tokens (GAACRT_CUDA_Q8MMA_TOKENS=128) 1,870 for 32 x 32,
 // 935 per 32 x 16: the step's weights and the slices' A fragments serve twice the tokens.
-// Twenty-third session (slice_scaled: the scale folded into the magic's subtraction), a slice of
-// the 128-token kernel's warp (32 x 32 outputs): Q4_0 q16 181 -> 153 instructions (64 FADD, 32
-// FMUL and 32 FFMA -> 96 FFMA and 4 FMUL), q8 134 -> 106; Q4_K q16 226 -> 199, Q6_K q16 346 ->
-// 278. Then the steps whose rows, tokens and columns all lie inside the matrices skip the bounds
-// tests (kFull): a step's loads and stores 421 -> 352. A Q4_0 q16 step: 1,869 -> 1,576.
+// Twenty-third session, q8 (slice_scaled: the scale folded into the magic's subtraction; kFull:
+// steps inside the matrices skip the bounds tests): a slice of the 128-token kernel's warp 134 ->
+// 106 instructions, a step's loads and stores 358 -> 265, a Q4_0 step 1,430 -> 1,113; pp512 of the
+// 8B shape with 8-bit x on an H100 12,286 / 12,367 -> 13,361 / 13,359 tok/s (+8.4%, one visit,
+// alternating builds). The q16 kernels are unchanged (slice_scaled says why).
 #include "matmul_q8mma.cuh"
 
 #include <cstdlib>
@@ -106,46 +106,41 @@ using attn::mma_s8u8_k16;
 // subtraction). |Σ of 32 products| <= 32 · 128 · 255 < 2^20.
 constexpr int kMagic = 0x4B400000;
 constexpr float kMagicF = 12582912.f;  // 1.5 · 2^23
-// Q16's high-byte sums start at kMagicHi instead, the bits of 1.5 · 2^31 - 1.5 · 2^23 (a multiple
-// of 256 in [2^31, 2^32), where a float's unit in the last place is 256): the bits + Σh read as
-// that plus 256 Σh, the scaling by 256 for free (|256 Σh| <= 2^27 keeps them in the binade). The
-// two magics together are kBothF = 1.5 · 2^31, two significant bits, so kBothF times any weight
-// scale here is exact (below). Subtracting it leaves 256 Σh - 1.5 · 2^23, exact (a multiple of 256
-// below 2^28), and adding the low-byte float 1.5 · 2^23 + Σl gives 256 Σh + Σl rounded once: the
-// bits of fmaf(Σh, 256, Σl) (tests/test_cuda_prefill_magic.py checks these at the extremes).
-constexpr int kMagicHi = 0x4F3F4000;
-constexpr float kBothF = 3221225472.f;  // 1.5 · 2^31
-static_assert(kBothF == 1.5f * 2147483648.f && kMagicHi == 0x4F400000 - 49152,
-              "kMagicHi is 1.5 · 2^31 less 49,152 units of 256 (1.5 · 2^23)");
+// Q16's high-byte sums start at the bits of 1.5 · 2^31 instead, where a float's unit in the last
+// place is 256: the bits + Σh read as 1.5 · 2^31 + 256 Σh, the scaling by 256 for free. One
+// subtraction of both magics (771 · 2^22, exact in fp32) leaves 256 Σh - 1.5 · 2^23, exact (a
+// multiple of 256 below 2^28), and adding the low-byte float 1.5 · 2^23 + Σl gives 256 Σh + Σl
+// rounded once: the bits of fmaf(Σh, 256, Σl), in two additions instead of three operations
+// (tests/test_cuda_prefill_magic.py checks the identity at the extremes).
+constexpr int kMagicHi = 0x4F400000;
+constexpr float kMagicHiF = 3221225472.f + kMagicF;  // 1.5 · 2^31 + 1.5 · 2^23
+static_assert(kMagicHiF == 771.f * 4194304.f, "both magics in one exact float");
 
 // One slice's integer sum as a float: Q8 its only part (accumulated onto kMagic); Q16 256 h + l
 // rounded once, as the CPU converts its exact int32 (h onto kMagicHi, l onto kMagic).
 template <bool kQ16>
 __device__ __forceinline__ float slice_sum(int ch, int cl) {
-  if constexpr (kQ16) return __fadd_rn(__fsub_rn(__int_as_float(ch), kBothF), __int_as_float(cl));
+  if constexpr (kQ16) return __fadd_rn(__fsub_rn(__int_as_float(ch), kMagicHiF), __int_as_float(cl));
   return __fsub_rn(__int_as_float(ch), kMagicF);
 }
 constexpr int kMagicH(bool q16) { return q16 ? kMagicHi : kMagic; }  // the start of h's accumulators
 
-// A k32 slice's sum times its weight scale dw with the magic subtracted inside fused multiply-adds
-// (nb = -magic · dw: one multiplication per row and slice instead of a subtraction per output).
-// Every scale here has at most 19 significant bits (fp16 d, or d times a K-quant's 6- or 8-bit
-// scale) and both magics to subtract (kMagicF; Q16 kBothF) two, so nb is exact:
-//   Q8: fma(bits, dw, nb) = round((bits - 1.5 · 2^23) · dw), the bits of slice_sum · dw; 2 float
-//     operations per output and slice with the FFMA of dx, from 3.
-//   Q16: t = fma(bits_h, dw, nb) = (256 Σh - 1.5 · 2^23) · dw rounded once, then fma(bits_l, dw,
-//     t) adds (1.5 · 2^23 + Σl) · dw: the low magic cancels and S · dw comes out rounded twice, t's
-//     rounding at most half an ulp of (2^27 + 1.5 · 2^23) · dw (exact: S rounded, then S · dw). Over
-//     random Q4_0 rows 8e-7 relative to float64 against the join's 9e-8, far under q16's own
-//     rounding of x (the CPU's matmul, tests/test_cuda_backend.py: 1e-5); 3 operations instead
-//     of 4.
+// A k32 slice's sum times its weight scale dw. Q8 subtracts the magic inside a fused multiply-add:
+// fma(bits, dw, nb) with nb = -1.5 · 2^23 · dw (one multiplication per row and slice), exact for
+// every scale here (at most 19 significant bits: fp16 d, or d times a K-quant's 6- or 8-bit scale;
+// the magic has two), so round((bits - magic) · dw): the bits of slice_sum · dw, in 2 float
+// operations per output and slice with the FFMA of dx instead of 3 (tests/test_cuda_prefill_magic.py).
+// Q16 joins, then multiplies. (Folded the same way, with the magics moved to sum to 1.5 · 2^31,
+// Q16 took 3 operations instead of 4 and rounded S · dw twice, ~1e-6 from the CPU; pp512 of the 8B
+// shape on an H100 fell 3.3%, 9,494 against 9,807 tok/s, together with kFull below: twenty-third
+// session, not separated.)
 template <bool kQ16>
 __device__ __forceinline__ float slice_bias(float dw) {
-  return (kQ16 ? -kBothF : -kMagicF) * dw;
+  return kQ16 ? 0.f : -kMagicF * dw;
 }
 template <bool kQ16>
 __device__ __forceinline__ float slice_scaled(int ch, int cl, float dw, float nb) {
-  if constexpr (kQ16) return __fmaf_rn(__int_as_float(cl), dw, __fmaf_rn(__int_as_float(ch), dw, nb));
+  if constexpr (kQ16) return __fmul_rn(slice_sum<true>(ch, cl), dw);
   return __fmaf_rn(__int_as_float(ch), dw, nb);
 }
 
@@ -265,7 +260,8 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
   const float* const xd = a.d + tok0 * n_sub;
   const float* const xs = kMin ? a.s + tok0 * n_sub : nullptr;
   // kFull (a std::bool_constant): every row, token and column of this step lies inside the
-  // matrices, so no bounds tests (the block-uniform test is made once per step).
+  // matrices, so no bounds tests (the block-uniform test is made once per step). Q8 alone: with
+  // the q16 kernels the compiler then reloaded a spilled row pointer at every step (slice_scaled).
   auto load_weights = [&](int64_t c0, auto kFull) {
 #pragma unroll
     for (int i = 0; i < kWT; ++i) {  // past the matrix a zero piece (scale 0, min 0)
@@ -331,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
   };
 
   for (int64_t c0 = 0; c0 < n_cols; c0 += kKc) {
-    if (c0 + kKc <= n_cols && block_full) {
+    if (!kQ16 && c0 + kKc <= n_cols && block_full) {  // (q16: see slice_scaled)
       load_weights(c0, std::true_type{});
       store_step(c0, std::true_type{});
     } else {
@@ -404,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 2) matmul_q8mma_kernel(Jobs jobs, in
           for (int e = 0; e < 4; ++e) {  // fragment e: row g + 8 (e / 2), token 2 tig + e % 2
             const int h = e >> 1, j = e & 1;
             float v = slice_scaled<kQ16>(c0i[e], l0i[e], dw0[h], nb[h]);
-            if constexpr (k16) v = __fmaf_rn(slice_sum<kQ16>(c1i[e], l1i[e]), dw1[h], v);  // the second 16
+            if constexpr (k16) v += slice_sum<kQ16>(c1i[e], l1i[e]) * dw1[h];
             acc[mt][nt][e] = fmaf(v, dxv[nt][j], acc[mt][nt][e]);
             if constexpr (kMin) acc[mt][nt][e] = fmaf(mwv[h], sxv[nt][j], acc[mt][nt][e]);
           }

@@ -129,11 +129,11 @@ constexpr int kMagicH(bool q16) { return q16 ? kMagicHi : kMagic; }  // the star
 // fma(bits, dw, nb) with nb = -1.5 · 2^23 · dw (one multiplication per row and slice), exact for
 // every scale here (at most 19 significant bits: fp16 d, or d times a K-quant's 6- or 8-bit scale;
 // the magic has two), so round((bits - magic) · dw): the bits of slice_sum · dw, in 2 float
-// operations per output and slice with the FFMA of dx instead of 3 (tests/test_cuda_prefill_magic.py).
-// Q16 joins, then multiplies. (Folded the same way, with the magics moved to sum to 1.5 · 2^31,
-// Q16 took 3 operations instead of 4 and rounded S · dw twice, ~1e-6 from the CPU; pp512 of the 8B
-// shape on an H100 fell 3.3%, 9,494 against 9,807 tok/s, together with kFull below: twenty-third
-// session, not separated.)
+// operations per output and slice with the FFMA of dx instead of 3
+// (tests/test_cuda_prefill_magic.py). Q16 joins, then multiplies. (Folded the same way, with the
+// magics moved to sum to 1.5 · 2^31, Q16 took 3 operations instead of 4 and rounded S · dw twice,
+// ~1e-6 from the CPU; pp512 of the 8B shape on an H100 fell 3.3%, 9,494 against 9,807 tok/s,
+// together with kFull below: twenty-third session, not separated.)
 template <bool kQ16>
 __device__ __forceinline__ float slice_bias(float dw) {
   return kQ16 ? 0.f : -kMagicF * dw;

@@ -178,11 +178,19 @@ __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq
   }
 }
 
+// Whether this thread block is the last of n to count itself in at c (block-uniform: thread 0
+// adds, the block reads its answer after a barrier).
+__device__ __forceinline__ bool last_to_arrive(int32_t* c, int n) {
+  __shared__ int s_last;
+  if (threadIdx.x == 0) s_last = atomicAdd(c, 1) == n - 1;
+  __syncthreads();
+  return s_last != 0;
+}
+
 template <int kD>
 __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw,
                                              uint8_t* smem) {
-  __shared__ int s_last;
   const KVLayerView& kv = P.kv;
   const int32_t dv = kv.head_dim_v;
   const int n_mt = dw.n_mt, n_kg = dw.n_kg;
@@ -245,28 +253,22 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
   __syncthreads();
   if (ng > 1) {
     const int g = split / kMergeGroup, g0 = g * kMergeGroup, gn = min(kMergeGroup, ds.n_live - g0);
-    if (threadIdx.x == 0) s_last = atomicAdd(cnt + 1 + g, 1) == gn - 1;
-    __syncthreads();
+    const bool last = last_to_arrive(cnt + 1 + g, gn);
     stamp(P.timeline, kStampArrived);
-    if (!s_last) return;
+    if (!last) return;
     __threadfence();
     float* gu = P.gpart + unit * merge_groups_of(P.n_split) * split_floats;
     reduce_splits<kU>(P, s, kvh, n_rows, gn, pu + g0 * split_floats, smem, gu + g * split_floats);
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) {
-      cnt[1 + g] = 0;  // every block of this group has arrived
-      s_last = atomicAdd(cnt, 1) == ng - 1;
-    }
-    __syncthreads();
-    if (!s_last) return;
+    if (threadIdx.x == 0) cnt[1 + g] = 0;  // every block of this group has arrived
+    if (!last_to_arrive(cnt, ng)) return;
     __threadfence();
     reduce_splits<kU>(P, s, kvh, n_rows, ng, gu, smem);
   } else {
-    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == ds.n_live - 1;
-    __syncthreads();
+    const bool last = last_to_arrive(cnt, ds.n_live);
     stamp(P.timeline, kStampArrived);
-    if (!s_last) return;
+    if (!last) return;
     __threadfence();
     reduce_splits<kU>(P, s, kvh, n_rows, ds.n_live, pu, smem);
   }

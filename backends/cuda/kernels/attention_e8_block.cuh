@@ -111,22 +111,27 @@ struct E8RowParts {
   float cadd;                 // q~·mean~ (global centering), else 0
 };
 
-template <int kD>
+// kSteps < kD / 32: this lane makes only the k-steps half * kSteps .. + kSteps - 1 of its codes
+// (R.w[p][0 .. kSteps - 1]; the caller trades the rest with lane ^ 4, which makes the other half of
+// the same row: e8_query_columns), and the row's max and sums gather over lanes 4g .. 4g + 7.
+template <int kD, int kSteps = kD / 32>
 __device__ __forceinline__ void e8_row_parts(const float* qv, bool valid, const float* mu, float inv_alpha,
-                                             E8RowParts<kD>& R) {
+                                             E8RowParts<kD>& R, int half = 0) {
   constexpr int kKs = kD / 32;
+  static_assert(kSteps == kKs || 2 * kSteps == kKs, "all of a lane's k-steps or half of them");
   const int tig = threadIdx.x & 3;
   // This lane's codes j = tig * kKs + s (one per k-step s): dims 8j .. 8j + 7, i.e. the 8 kKs dims
   // from 8 tig kKs, which the four lanes of a row hold between them. Loaded first, 16 bytes at a
   // time (rows are kD floats, 16-byte aligned): one trip for all of them. (Loaded one float at a
   // time where the math used them, ~12% of the E8 decode's stall samples at 64K sat on them: H100,
   // Nsight Compute, twenty-first session.)
-  constexpr int kN = 8 * kKs;
+  constexpr int kN = 8 * kSteps;
+  const int off = 8 * kKs * tig + 8 * kSteps * half;
   float q[kN], u[kN];
 #pragma unroll
   for (int x = 0; x < kN / 4; ++x) {
-    const float4 v = valid ? reinterpret_cast<const float4*>(qv + kN * tig)[x] : make_float4(0.f, 0.f, 0.f, 0.f);
-    const float4 c = mu != nullptr ? reinterpret_cast<const float4*>(mu + kN * tig)[x] : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 v = valid ? reinterpret_cast<const float4*>(qv + off)[x] : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 c = mu != nullptr ? reinterpret_cast<const float4*>(mu + off)[x] : make_float4(0.f, 0.f, 0.f, 0.f);
     q[4 * x] = v.x;
     q[4 * x + 1] = v.y;
     q[4 * x + 2] = v.z;
@@ -136,21 +141,22 @@ __device__ __forceinline__ void e8_row_parts(const float* qv, bool valid, const 
     u[4 * x + 2] = c.z;
     u[4 * x + 3] = c.w;
   }
+  constexpr int kLanes = kSteps == kKs ? 2 : 4;  // the row's lanes: xor 1, 2 (and 4)
   float amax = 0.f;
 #pragma unroll
   for (int x = 0; x < kN; ++x) amax = fmaxf(amax, fabsf(q[x]));
-  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 2));
+#pragma unroll
+  for (int x = 1; x <= kLanes; x <<= 1) amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, x));
   const float s1 = amax * (1.f / 127.f), s2 = s1 * (1.f / 128.f), s3 = s2 * (1.f / 128.f);
   const float i1 = amax > 0.f ? 127.f / amax : 0.f, i2 = i1 * 128.f, i3 = i2 * 128.f;
   int32_t sum1 = 0, sum2 = 0, sum3 = 0;
   float cadd = 0.f;
 #pragma unroll
-  for (int s = 0; s < kKs; ++s) {
+  for (int s = 0; s < kSteps; ++s) {
     uint32_t w1[2] = {0u, 0u}, w2[2] = {0u, 0u}, w3[2] = {0u, 0u};
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
-      const int d = 8 * s + e8_byte_dim(b);  // the dim of the key's byte b, from 8 tig kKs
+      const int d = 8 * s + e8_byte_dim(b);  // the dim of the key's byte b, from off
       const float v = q[d];
       if (mu != nullptr) cadd = __fmaf_rn(v, u[d], cadd);
       // |t2|, |t3| <= 64: each residual is at most half a step of the part before.
@@ -173,7 +179,7 @@ __device__ __forceinline__ void e8_row_parts(const float* qv, bool valid, const 
     }
   }
 #pragma unroll
-  for (int x = 1; x <= 2; x <<= 1) {
+  for (int x = 1; x <= kLanes; x <<= 1) {
     sum1 += __shfl_xor_sync(kFull, sum1, x);
     sum2 += __shfl_xor_sync(kFull, sum2, x);
     sum3 += __shfl_xor_sync(kFull, sum3, x);
@@ -288,20 +294,43 @@ struct E8Columns {
   float cadd;                 // q~·mean~ (global centering), else 0
 };
 
-template <int kD>
+// Row r's lanes 8 r .. 8 r + 7 make its parts: from head size 64 each lane of a pair (lane, lane ^
+// 4: columns 2 r and 2 r + 1, the same dims) makes half the k-steps (e8_row_parts' kSteps), and
+// they trade what the other's columns need — the even lane parts 0 and 2 of the odd lane's half,
+// the odd lane part 1 of the even lane's — in two shuffles per code word of a half. (Both
+// made all of them before: the prologue's ~15 operations per dim twice over.) kPairs = false: both
+// make all (the prefill kernel's 16-row groups: split, its 255 registers spilled 40 bytes more).
+template <int kD, bool kPairs = true>
 __device__ __forceinline__ void e8_query_columns(const float* qv, bool valid, const float* mu, float inv_alpha,
                                                  E8Columns<kD>& C) {
+  constexpr int kKs = kD / 32;
   const int lane = threadIdx.x & 31;
   const bool odd = ((lane >> 2) & 1) != 0;
   E8RowParts<kD> R;
-  e8_row_parts<kD>(qv, valid, mu, inv_alpha, R);  // row g / 2: lanes 8 r .. 8 r + 7 make row r's
+  if constexpr (kPairs && kKs >= 2) {
+    constexpr int kH = kKs / 2;  // the even lane's k-steps 0 .. kH - 1, the odd lane's kH ..
+    e8_row_parts<kD, kH>(qv, valid, mu, inv_alpha, R, odd ? 1 : 0);
 #pragma unroll
-  for (int s = 0; s < kD / 32; ++s)
+    for (int s = 0; s < kH; ++s)
 #pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      C.b[0][s][x] = odd ? R.w[1][s][x] : R.w[0][s][x];
-      C.b[1][s][x] = odd ? 0u : R.w[2][s][x];
-    }
+      for (int x = 0; x < 2; ++x) {
+        const uint32_t r01 = __shfl_xor_sync(kFull, odd ? R.w[0][s][x] : R.w[1][s][x], 4);
+        const uint32_t r2 = __shfl_xor_sync(kFull, R.w[2][s][x], 4);  // (the odd lane's unused)
+        C.b[0][s][x] = odd ? r01 : R.w[0][s][x];
+        C.b[0][kH + s][x] = odd ? R.w[1][s][x] : r01;
+        C.b[1][s][x] = odd ? 0u : R.w[2][s][x];
+        C.b[1][kH + s][x] = odd ? 0u : r2;
+      }
+  } else {
+    e8_row_parts<kD>(qv, valid, mu, inv_alpha, R);
+#pragma unroll
+    for (int s = 0; s < kKs; ++s)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        C.b[0][s][x] = odd ? R.w[1][s][x] : R.w[0][s][x];
+        C.b[1][s][x] = odd ? 0u : R.w[2][s][x];
+      }
+  }
   const int src = 9 * (lane & 3);  // lane (2 t, t), one of row t's
 #pragma unroll
   for (int p = 0; p < 3; ++p) {

@@ -11,8 +11,9 @@ namespace gaacrt::cuda::attn {
 // One warp, one M-tile (rows r0 .. r0+3), blocks b_first, b_first + b_step, ... below b_end of
 // an E8 cache in the key-row layout (attention_e8_block.cuh), with q_rows the (sequence,
 // kv-head)'s rotated queries [rows][kD] (global memory): leaves this lane's row state (row r0 +
-// lane % 4; O^T's parts and the brackets not yet summed: e8_key_row_sums) in o, oz, m, l.
-template <int kD>
+// lane % 4; O^T's parts and the brackets not yet summed: e8_key_row_sums) in o, oz, m, l. kPairs:
+// e8_query_columns'.
+template <int kD, bool kPairs = true>
 __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                             int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
                                             uint8_t* wbase, const uint32_t* tab, const float* q_rows, bool has_slots,
@@ -27,7 +28,7 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
 
   E8Columns<kD> C = {};
   if (has_slots)
-    e8_query_columns<kD>(q_rows + (tq.valid ? tq.R : 0) * kD, tq.valid,
+    e8_query_columns<kD, kPairs>(q_rows + (tq.valid ? tq.R : 0) * kD, tq.valid,
                          st.mean_rot ? st.mean_rot + (int64_t)kvh * kD : nullptr, 1.f / st.alpha, C);
   uint32_t qb[kD / 16][2];  // the unrotated query's columns, made at the first raw page (most
   bool have_qb = false;     // splits of a long context have none: the window is the newest blocks)
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
         prefill_e8_wide<kD>(P, s, kvh, r0, n_rows, b0, b1, wbase, tab, q_rows, has_slots);
       } else {
         float o[kD / 16][4], oz[4], oc[kD / 16][2], m, l;
-        run_rows_e8<kD>(P, s, kvh, r0, n_rows, b0, b1, 1, wbase, tab, q_rows, has_slots, o, oz, m, l);
+        run_rows_e8<kD, false>(P, s, kvh, r0, n_rows, b0, b1, 1, wbase, tab, q_rows, has_slots, o, oz, m, l);
         e8_key_row_sums<kD>(o, oz, oc);
         write_key_row_output<kD>(P, s, kvh, r0, n_rows, l, oc);
       }

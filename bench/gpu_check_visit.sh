@@ -6,7 +6,15 @@
 #   STAGES="build tests profile e2e" bash bench/gpu_check_visit.sh
 #
 # Stages:
-#   build    pip install --no-build-isolation (~60 s)
+#   build    pip install --no-build-isolation (~150 s on a fresh machine, less when warm); with
+#            PREBUILT=1 instead the wheel .whl/gaacrt-*.whl made on the CPU machine, which spends
+#            none of the device time on the build (~7 min there on 2 cores, 37 MB; the GPU
+#            machine's python is 3.12 and its nvcc 13.0, as here; cudart is linked statically):
+#              CMAKE_BUILD_PARALLEL_LEVEL=2 GAACRT_CUDA=ON python3.12 -m pip wheel --no-build-isolation \
+#                --no-deps -w .whl -Cbuild-dir=/tmp/skb-312 -Ccmake.define.GAACRT_CUDA_EMULATION=OFF \
+#                -Ccmake.define.GAACRT_METAL_EMULATION=OFF -Ccmake.define.GAACRT_TESTS=OFF .
+#            (a python 3.12 with nanobind, scikit-build-core, numpy, cmake and ninja). The rev stage
+#            still builds on the GPU machine.
 #   tests    the GPU's tests/test_cuda_*.py, test_fused_ops.py, test_bench_hooks.py (~20 s); TEST_PREFILL=q16
 #            runs them with that prefill matmul (GAACRT_CUDA_MMA_MATMUL) as the default
 #   profile  bench/cuda_kernel_profile.py, decode at depth 0, on bench/gen_8b.py's Llama-3.1-8B
@@ -90,8 +98,15 @@ build_tree() {
   mv "$now" "$dir/.gaacrt-sources.md5"
 }
 if has build; then
-  stage "build"
-  build_tree
+  if [ -n "${PREBUILT:-}" ]; then
+    stage "build: the prebuilt wheel"
+    whl=(.whl/gaacrt-*-cp312-*.whl)
+    [ -f "${whl[0]}" ] || { echo "PREBUILT: no .whl/gaacrt-*-cp312-*.whl"; exit 1; }
+    "$PY" -m pip install -q --no-deps --force-reinstall "${whl[0]}" || { echo "wheel install failed"; exit 1; }
+  else
+    stage "build"
+    build_tree
+  fi
 fi
 if has tests; then
   stage "CUDA tests"

@@ -62,7 +62,10 @@
 #            unless given) around tg128 of the 8B shape (16- and 8-bit x; AB_CACHES, default bf16, at
 #            AB_DEPTHS, default 0) and the SmolLM2 shape's graph decode (not a default stage). E.g. the
 #            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
-#            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs)
+#            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs). AB_CMD: a
+#            command run under each value instead, e.g. the two-level decode merge against the
+#            decode attention table: AB_SWITCH=GAACRT_CUDA_MERGE_GROUPS AB_CMD="$PY
+#            bench/cuda_attention.py --kv synthetic --ctx 32768,65536,131072 --batch 1 --lossy e8"
 #   rev      code against code in one visit (the last stage run): REV_CMD (default: the decode
 #            attention table at 32K-128K) on the tree as carried, then on the tree with REV_DIR laid
 #            over it — a folder holding other versions of some files at their repository paths,
@@ -116,7 +119,8 @@ if has tests; then
     tests/test_cuda_ops.py tests/test_cuda_model.py tests/test_cuda_lossy.py tests/test_cuda_timeline.py \
     tests/test_cuda_real_model.py tests/test_fused_ops.py tests/test_bench_hooks.py 2>&1 | tail -25
 fi
-if has profile || has e2e || has ncu || has prefill || has layout || has q4k || has ab || has wide || has expand || has sass || has wgmma; then
+if has profile || has e2e || has ncu || has prefill || has layout || has q4k || { has ab && [ -z "${AB_CMD:-}" ]; } ||
+  has wide || has expand || has sass || has wgmma; then
   [ -s "$MODEL" ] || "$PY" bench/gen_8b.py "$MODEL"
 fi
 if has profile; then
@@ -209,15 +213,23 @@ fi
 if has ab; then
   : "${AB_SWITCH:?set AB_SWITCH to the variable to flip}"
   AB_VALUES="${AB_ON:-1} ${AB_OFF:-0} ${AB_ON:-1} ${AB_OFF:-0}"
-  for bits in ${AB_BITS:-16 8}; do for v in $AB_VALUES; do
-    echo "$AB_SWITCH=$v, ${bits}-bit x:"
-    env "$AB_SWITCH=$v" timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches "${AB_CACHES:-bf16}" \
-      --depths "${AB_DEPTHS:-0}" --pp 0 --kv-budget-gib 0 --act-bits "$bits" 2>&1 | grep -E "^tg128" | cut -c1-70
-  done; done
-  for v in $AB_VALUES; do
-    echo -n "$AB_SWITCH=$v: "
-    env "$AB_SWITCH=$v" timeout 60 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -1
-  done
+  if [ -n "${AB_CMD:-}" ]; then
+    for v in $AB_VALUES; do
+      stage "ab: $AB_SWITCH=$v: $AB_CMD"
+      # shellcheck disable=SC2086
+      env "$AB_SWITCH=$v" timeout 200 $AB_CMD 2>&1 | grep -v "^|---" | tail -25
+    done
+  else
+    for bits in ${AB_BITS:-16 8}; do for v in $AB_VALUES; do
+      echo "$AB_SWITCH=$v, ${bits}-bit x:"
+      env "$AB_SWITCH=$v" timeout 200 "$PY" bench/cuda_e2e.py "$MODEL" --caches "${AB_CACHES:-bf16}" \
+        --depths "${AB_DEPTHS:-0}" --pp 0 --kv-budget-gib 0 --act-bits "$bits" 2>&1 | grep -E "^tg128" | cut -c1-70
+    done; done
+    for v in $AB_VALUES; do
+      echo -n "$AB_SWITCH=$v: "
+      env "$AB_SWITCH=$v" timeout 60 "$PY" bench/cuda_decode.py --depths 16 2>&1 | tail -1
+    done
+  fi
 fi
 if has q4k; then
   K_MODEL=${K_MODEL:-/tmp/llama31-8b-q4_k.gguf}

@@ -7,8 +7,8 @@
 #
 # Stages:
 #   build    pip install --no-build-isolation (~150 s on a fresh machine, less when warm); with
-#            PREBUILT=1 instead the wheel .whl/gaacrt-*.whl made on the CPU machine, which spends
-#            none of the device time on the build (~7 min there on 2 cores, 37 MB; the GPU
+#            PREBUILT=1 instead the wheel .whl/gaacrt-*-cp312-*.whl made on the CPU machine from the
+#            tree carried, which spends none of the device time on the build (~7 min there on 2 cores, 37 MB; the GPU
 #            machine's python is 3.12 and its nvcc 13.0, as here; cudart is linked statically):
 #              CMAKE_BUILD_PARALLEL_LEVEL=2 GAACRT_CUDA=ON python3.12 -m pip wheel --no-build-isolation \
 #                --no-deps -w .whl -Cbuild-dir=/tmp/skb-312 -Ccmake.define.GAACRT_CUDA_EMULATION=OFF \

@@ -102,23 +102,16 @@ def test_cuda_attention_matches_cpu(cuda, cpu, n_ctx, n_q, n_head, n_kv, d):
 # One sequence, one kv-head, so its decode splits across up to kMaxSplits thread blocks: 5,000 keys
 # are 20 live splits of 256 (at d = 64 too), the window of 3,000 twelve.
 @pytest.mark.parametrize("n_ctx,d,window", [(5000, 128, 0), (5000, 64, 0), (5000, 128, 3000)])
-def test_cuda_decode_splits_merged_in_one_or_two_levels_match_cpu(cpu, n_ctx, d, window, monkeypatch):
+def test_cuda_decode_many_splits_merged_match_cpu(cpu, n_ctx, d, window, monkeypatch):
     # The fused reduce (kernels/attention_split_k.cuh merge_decode): the last thread block to arrive
-    # merges every split's partial, or (GAACRT_CUDA_MERGE_GROUPS=1) the last of each group of eight
-    # merges its group and the last group the groups' partials. Both within fp32 rounding of the
-    # CPU; the two levels round differently, so their bits differ (the path ran).
+    # merges every split's partial; within fp32 rounding of the CPU. (Merging in two levels, groups
+    # of eight first, was tried and timed slower on an H100: bench/results/cuda_h200.md, 26th.)
     monkeypatch.setenv("GAACRT_CUDA_EMU_SMS", "64")  # cuda-emulated: SMs for every split (a GPU has its own)
     cuda = _core.open_backend(CUDA)
     rng = np.random.default_rng(n_ctx + d + window)
     k, v, q = attention_inputs(rng, n_ctx, 1, 4, 1, d)
     run = lambda backend: _core.op_attention(backend, k, v, q, 1 / np.sqrt(d), sliding_window=window)  # noqa: E731
-    ref = run(cpu)
-    monkeypatch.delenv("GAACRT_CUDA_MERGE_GROUPS", raising=False)
-    one = run(cuda)
-    monkeypatch.setenv("GAACRT_CUDA_MERGE_GROUPS", "1")
-    two = run(cuda)
-    assert rel(one, ref) < 1e-5 and rel(two, ref) < 1e-5
-    assert not np.array_equal(one.view(np.uint32), two.view(np.uint32))
+    assert rel(run(cuda), run(cpu)) < 1e-5
 
 
 @pytest.mark.parametrize("window,cap", [(24, 0.0), (0, 20.0), (7, 5.0)])

@@ -130,31 +130,24 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
                 strfmt("cuda attention: %zu bytes of shared memory needed (head dim %d, GAAC staging %u), the "
                        "device allows %d", smem, kv.head_dim_v, half_bytes, max_dynamic_smem(device_)));
 
-  // Decode splits merged in two levels where more than attn::kMergeGroup are live
-  // (attention_split_k.cuh merge_decode): GAACRT_CUDA_MERGE_GROUPS=1 (read on every call), else one.
-  const char* mg = std::getenv("GAACRT_CUDA_MERGE_GROUPS");
-  const bool merge_groups = mg && mg[0] == '1' && n_split > attn::kMergeGroup;
-  // Scratch: attention_lossy.cu's (lossy_bytes), then the partials, then the groups' partials.
-  const size_t split_bytes = (size_t)attn::kRowsPerGroup * attn::part_row_floats(kv.head_dim_v) * sizeof(float);
-  const size_t part_bytes = n_split > 1 ? (size_t)units * n_split * split_bytes : 0;
-  const size_t gpart_bytes = merge_groups ? (size_t)units * attn::merge_groups_of(n_split) * split_bytes : 0;
-  const size_t scr_bytes = lossy_bytes + part_bytes + gpart_bytes;
-  uint8_t* scr = static_cast<uint8_t*>(scr_bytes ? scratch(scr_bytes) : nullptr);
+  // Scratch: attention_lossy.cu's (lossy_bytes), then the partials.
+  const size_t part_bytes =
+      n_split > 1 ? (size_t)units * n_split * attn::kRowsPerGroup * attn::part_row_floats(kv.head_dim_v) * sizeof(float)
+                  : 0;
+  uint8_t* scr = static_cast<uint8_t*>(lossy_bytes + part_bytes ? scratch(lossy_bytes + part_bytes) : nullptr);
   float* part = nullptr;
-  float* gpart = merge_groups ? reinterpret_cast<float*>(scr + lossy_bytes + part_bytes) : nullptr;
   if (n_split > 1) {
     part = reinterpret_cast<float*>(scr + lossy_bytes);
-    const int64_t n_counters = (int64_t)units * attn::kCountersPerUnit;
-    if (attn_counters_n_ < n_counters) {  // arrival counters start at zero; the kernel leaves them so
+    if (attn_counters_n_ < units) {  // arrival counters start at zero; the kernel leaves them so
       no_capture("growing the attention counters");
       ++epoch_;
       GAACRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
       if (attn_counters_) cudaFree(attn_counters_);
       attn_counters_ = nullptr;
       attn_counters_n_ = 0;
-      GAACRT_CUDA_CHECK(cudaMalloc(&attn_counters_, (size_t)n_counters * sizeof(int32_t)));
-      GAACRT_CUDA_CHECK(cudaMemsetAsync(attn_counters_, 0, (size_t)n_counters * sizeof(int32_t), stream_));
-      attn_counters_n_ = n_counters;
+      GAACRT_CUDA_CHECK(cudaMalloc(&attn_counters_, (size_t)units * sizeof(int32_t)));
+      GAACRT_CUDA_CHECK(cudaMemsetAsync(attn_counters_, 0, (size_t)units * sizeof(int32_t), stream_));
+      attn_counters_n_ = units;
     }
   }
   // E8: lossy::attention rotates the queries into the start of its scratch, and runs its own
@@ -238,8 +231,7 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0,
-                           merge_groups ? 1 : 0, gpart};
+                           timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (wgmma)

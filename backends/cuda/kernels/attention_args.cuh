@@ -20,13 +20,6 @@ constexpr int kMaxSplits = 128;  // attention.cu never splits a sequence wider
 // to whole float4, so that the fused reduce reads O 16 bytes at a time.
 constexpr int kPartO = 4;
 __host__ __device__ constexpr int part_row_floats(int dv) { return kPartO + ((dv + 3) & ~3); }
-// The fused reduce in two levels (KernelArgs::merge_groups, attention_split_k.cuh merge_decode):
-// the live splits in groups of kMergeGroup, each merged by its last thread block to arrive into a
-// group partial (the split partials' layout), then the groups' partials by the last group.
-constexpr int kMergeGroup = 8, kMaxMergeGroups = kMaxSplits / kMergeGroup;
-__host__ __device__ constexpr int merge_groups_of(int n_split) { return (n_split + kMergeGroup - 1) / kMergeGroup; }
-// Arrival counters per (sequence, kv-head) unit: the unit's, then its groups'.
-constexpr int kCountersPerUnit = 1 + kMaxMergeGroups;
 
 // kB: thread blocks per SM the kernel is built for: 2, or 3 at head size 128 (attention.cu's
 // default; GAACRT_CUDA_ATTN_BLOCKS_PER_SM=2 asks two), fitting a third block in registers (168) and
@@ -44,8 +37,7 @@ struct KernelArgs {
   const float* q;
   float* out;
   float* part;         // [unit][n_split][16 rows][part_row_floats(dv)]: m, l, O of each thread block
-  int32_t* counters;   // [unit][kCountersPerUnit] arrivals (zero between launches: the last block
-                       // of each count resets it)
+  int32_t* counters;   // [unit] arrivals (zero between launches: the last block resets its own)
   int32_t n_split;
   uint32_t half_bytes;  // GAAC: staging bytes of one tile's slot
   GaacStaging gaac_stage;  // GAAC: K's and V's slot constants (attention_tiles.cuh)
@@ -65,11 +57,6 @@ struct KernelArgs {
   // of 16 (run_rows_shared / run_rows). The E8 kernel's (kPrefill): 1, row groups of 64
   // (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;
-  // 1: decode splits merged in two levels (kMergeGroup) where more than kMergeGroup are live, the
-  // groups' partials in gpart [unit][merge_groups_of(n_split)][16 rows][part_row_floats(dv)];
-  // 0: the last thread block merges every split (attention.cu reads GAACRT_CUDA_MERGE_GROUPS).
-  int32_t merge_groups;
-  float* gpart;
 };
 
 #ifdef __CUDACC__

@@ -102,11 +102,9 @@ __device__ __forceinline__ void store_warp_state(float* ws, int32_t dv, float m,
 // kU: splits per batch (the kernels pass 25 at head size 128, whose register cap is the kernel's
 // anyway, and 8 below it: 25 took the head-64 kernel from 165 to 196 registers, past the 168 at
 // which three thread blocks fit an SM for prefill). ns <= kMaxSplits: attention.cu caps n_split.
-// part_out: null, the output rows (normalized); else a partial of the same layout (M, L and the
-// unnormalized O of each row) that a second reduce_splits merges (merge_decode's groups).
 template <int kU>
 __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t n_rows,
-                                              int ns, const float* pu, uint8_t* smem, float* part_out = nullptr) {
+                                              int ns, const float* pu, uint8_t* smem) {
   constexpr int kL = kMaxSplits / 32;  // splits per lane (M, L)
   const int32_t dv = P.kv.head_dim_v;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -145,12 +143,7 @@ __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq
     for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(kFull, L, o);
     const float inv = L > 0.f ? 1.f / L : 0.f;
     __syncwarp();
-    float* po = part_out ? part_out + R * part_row_floats(dv) : nullptr;
-    float* out = po ? nullptr : out_row(P, s, kvh, R);
-    if (po && lane == 0) {
-      po[0] = M;
-      po[1] = L;
-    }
+    float* out = out_row(P, s, kvh, R);
     for (int c0 = 0; c0 < dv; c0 += 128) {
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int sp0 = 0; sp0 < ns; sp0 += kU) {
@@ -165,10 +158,6 @@ __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq
           acc.w += v[u].w * f;
         }
       }
-      if (po) {  // the whole float4: the padding past dv sums the partials' zeros
-        if (c0 + 4 * lane < dv) *reinterpret_cast<float4*>(po + kPartO + c0 + 4 * lane) = acc;
-        continue;
-      }
       const float r[4] = {acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv};
 #pragma unroll
       for (int i = 0; i < 4; ++i)
@@ -178,19 +167,11 @@ __device__ __forceinline__ void reduce_splits(const KernelArgs& P, const AttnSeq
   }
 }
 
-// Whether this thread block is the last of n to count itself in at c (block-uniform: thread 0
-// adds, the block reads its answer after a barrier).
-__device__ __forceinline__ bool last_to_arrive(int32_t* c, int n) {
-  __shared__ int s_last;
-  if (threadIdx.x == 0) s_last = atomicAdd(c, 1) == n - 1;
-  __syncthreads();
-  return s_last != 0;
-}
-
 template <int kD>
 __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t split,
                                              int32_t n_rows, const DecodeSplit& ds, const DecodeWarp& dw,
                                              uint8_t* smem) {
+  __shared__ int s_last;
   const KVLayerView& kv = P.kv;
   const int32_t dv = kv.head_dim_v;
   const int n_mt = dw.n_mt, n_kg = dw.n_kg;
@@ -238,45 +219,21 @@ __device__ __forceinline__ void merge_decode(const KernelArgs& P, const AttnSeq&
   }
   if (ds.n_live == 1) return;
 
-  // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits, or, in
-  // two levels (P.merge_groups, more than kMergeGroup live splits), the last of each group of
-  // kMergeGroup merges its group into a partial and the last group's merges the groups' partials:
-  // that block reads ~kMergeGroup partials instead of all of them (at 64K, 49 splits of four rows:
-  // 100 KB from L2 by one thread block, ~4 µs after the last arrival). The order of summation is
-  // still fixed by lengths alone (other bits than one level, the same for BF16 and GAAC).
-  constexpr int kU = kD >= 128 ? 25 : 8;
-  const int64_t split_floats = (int64_t)kRowsPerGroup * part_row_floats(dv);
-  const float* pu = P.part + unit * P.n_split * split_floats;
-  int32_t* cnt = P.counters + unit * kCountersPerUnit;
-  const int ng = P.merge_groups ? merge_groups_of(ds.n_live) : 1;
+  // ---- fused reduce: the last thread block of this (sequence, kv-head) merges all splits ----
   __threadfence();
   __syncthreads();
-  if (ng > 1) {
-    const int g = split / kMergeGroup, g0 = g * kMergeGroup, gn = min(kMergeGroup, ds.n_live - g0);
-    const bool last = last_to_arrive(cnt + 1 + g, gn);
-    stamp(P.timeline, kStampArrived);
-    if (!last) return;
-    __threadfence();
-    float* gu = P.gpart + unit * merge_groups_of(P.n_split) * split_floats;
-    reduce_splits<kU>(P, s, kvh, n_rows, gn, pu + g0 * split_floats, smem, gu + g * split_floats);
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) cnt[1 + g] = 0;  // every block of this group has arrived
-    if (!last_to_arrive(cnt, ng)) return;
-    __threadfence();
-    reduce_splits<kU>(P, s, kvh, n_rows, ng, gu, smem);
-  } else {
-    const bool last = last_to_arrive(cnt, ds.n_live);
-    stamp(P.timeline, kStampArrived);
-    if (!last) return;
-    __threadfence();
-    reduce_splits<kU>(P, s, kvh, n_rows, ds.n_live, pu, smem);
-  }
+  if (threadIdx.x == 0) s_last = atomicAdd(P.counters + unit, 1) == ds.n_live - 1;
+  __syncthreads();
+  stamp(P.timeline, kStampArrived);
+  if (!s_last) return;
+  __threadfence();
+  const float* pu = P.part + unit * P.n_split * kRowsPerGroup * part_row_floats(dv);
+  reduce_splits<kD >= 128 ? 25 : 8>(P, s, kvh, n_rows, ds.n_live, pu, smem);
   if (P.timeline) {  // (uniform) every warp's rows are written
     __syncthreads();
     stamp(P.timeline, kStampMerged);
   }
-  if (threadIdx.x == 0) cnt[0] = 0;  // every block (or group) of this unit has arrived
+  if (threadIdx.x == 0) P.counters[unit] = 0;  // every block of this unit has arrived
 }
 
 // Shared bytes the fused reduce needs (reduce_splits: each warp's row's weights).

@@ -9,8 +9,14 @@
 # TARBALL (default: the newest .llamacpp/llama.cpp-*.tar.gz under the repo root) is a trimmed copy
 # of llama-cpp-python's vendor/llama.cpp: models, docs, tests, examples and the other backends'
 # sources (vulkan, sycl, metal, opencl, ...) dropped, ggml-cpu and ggml-cuda kept. It is made
-# on a machine with a registry (.llamacpp/README in the tarball says from which sdist) and carried
-# to the GPU machine untracked (.llamacpp/ is in .git/info/exclude).
+# on a machine with a registry and carried to the GPU machine (.llamacpp/ is git-ignored: carry it),
+# e.g. for llama-cpp-python 0.3.36 (6.5 MB):
+#   pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d /tmp/lcp && cd /tmp/lcp &&
+#   tar xzf llama_cpp_python-0.3.36.tar.gz && cd llama_cpp_python-0.3.36/vendor &&
+#   rm -rf llama.cpp/{models,docs,media,benches,tools/ui} &&
+#   for b in virtgpu cann openvino webgpu et metal hexagon sycl vulkan opencl; do rm -rf llama.cpp/ggml/src/ggml-$b; done &&
+#   echo "llama-cpp-python 0.3.36 sdist's vendor/llama.cpp, trimmed" > llama.cpp/README.gaacrt &&
+#   tar czf "$REPO/.llamacpp/llama.cpp-0.3.36.tar.gz" llama.cpp
 #
 # ggml-cuda links cuBLAS. A CUDA toolkit without it (nvcc-only images, such as this project's CPU
 # machines) is completed from the nvidia-cublas Python wheel that PyTorch installs (nvidia/cu13/
@@ -77,7 +83,7 @@ build)
   rm -rf "$dir/src" && mkdir -p "$dir/src"
   tar xzf "$tarball" -C "$dir/src" --strip-components=1
   # The tarball has no .git: name the commit (from its README.gaacrt) so llama-bench's build_commit says it.
-  commit=$(grep -o 'commit [0-9a-f]\{40\}' "$dir/src/README.gaacrt" 2>/dev/null | head -1 | cut -c8-14)
+  commit=$(grep -o 'commit [0-9a-f]\{40\}' "$dir/src/README.gaacrt" 2>/dev/null | head -1 | cut -c8-14 || true)
   extra=()
   if [ "${LLAMA_CUDA:-ON}" = ON ]; then mapfile -t extra < <(cuda_lib_args); fi
   # Only the llama-bench target is built; tests, examples, server and web UI are not configured,

@@ -63,8 +63,8 @@
 #            AB_DEPTHS, default 0) and the SmolLM2 shape's graph decode (not a default stage). E.g. the
 #            three-block attention: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2
 #            AB_CACHES=bf16,gaac AB_DEPTHS=0,65536 (AB_BITS=16 skips the 8-bit runs). AB_CMD: a
-#            command run under each value instead, e.g. the two-level decode merge against the
-#            decode attention table: AB_SWITCH=GAACRT_CUDA_MERGE_GROUPS AB_CMD="$PY
+#            command run under each value instead, e.g. the three-block attention against the
+#            decode attention table: AB_SWITCH=GAACRT_CUDA_ATTN_BLOCKS_PER_SM AB_ON=3 AB_OFF=2 AB_CMD="$PY
 #            bench/cuda_attention.py --kv synthetic --ctx 32768,65536,131072 --batch 1 --lossy e8"
 #   rev      code against code in one visit (the last stage run): REV_CMD (default: the decode
 #            attention table at 32K-128K) on the tree as carried, then on the tree with REV_DIR laid

@@ -476,7 +476,7 @@ bool auto_wide(int64_t row_tiles, int64_t n_tok, int sms) {
 }
 }  // namespace
 
-// The quantized x: 8 bits is quantize_q8's layout in row order (q, d, s and the Σq array n: xq_bytes), 16 bits
+// The quantized x: 8 bits is quantize_q8's layout (q, d, s and the Σq array n: xq_bytes), 16 bits
 // quantize_q16_kernel's (high bytes, low bytes, d, s: within xq_bytes too).
 size_t matmul_q8mma_scratch_bytes(int64_t n_tok, int64_t n_cols, bool q16) { return xq_bytes(n_tok, n_cols, q16) + 64; }
 
@@ -525,7 +525,7 @@ bool matmul_q8mma_group(const MmaGroup& grp, const float* x, int64_t n_tok, bool
     GAACRT_CUDA_CHECK(cudaGetLastError());
     a = XAct{hi, lo, d, d + n_blocks, n_tok};
   } else {
-    const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream, false, XOrder::Rows);
+    const Q8Act q = quantize_q8(x, n_tok, w.n_cols, scratch, stream, false);
     a = XAct{q.q, nullptr, q.d, q.s, n_tok};
   }
   int device = 0;

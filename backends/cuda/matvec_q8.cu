@@ -191,9 +191,8 @@ void matvec::check_q8(const WeightView& w, int64_t n_tok, int64_t n_cols, const 
   check_q8_alignment(w, what);
 }
 
-Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16,
-                  XOrder order) {
-  const Q8Act a = q8_act(scratch, n_tok, n_cols, q16, order);
+Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16) {
+  const Q8Act a = q8_act(scratch, n_tok, n_cols, q16);
   const int64_t n_blocks = n_tok * (n_cols / 32);
   const unsigned grid = (unsigned)((n_blocks * kWarpSize + 255) / 256);
   if (q16) launch_kernel(quantize_q8_kernel<true>, grid, 256, 0, stream, x, n_blocks, a);

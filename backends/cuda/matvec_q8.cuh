@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include "backend/backend.h"
-#include "xq_order.h"
 
 namespace gaacrt::cuda {
 
@@ -20,32 +19,23 @@ void matvec_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, con
                cudaStream_t stream, bool q16, bool accumulate = false);
 
 
-
 // Activations quantized for matvec_q8 in scratch: int8 values (n_tok, n_cols) — with 16 bits their
-// high bytes, then the low bytes in lo (null with 8 bits), each row in `order` — then per 32
-// values the scale d, d·Σq and Σq itself as an integer (the layout matvec_q8 and matmul_q8mma.cu
-// use; q8_act carves it).
+// high bytes, then the low bytes in lo (null with 8 bits) — then per 32 values the scale d, d·Σq
+// and Σq itself as an integer (the layout matvec_q8 and matmul_q8mma.cu use; q8_act carves it).
 struct Q8Act {
   int8_t* q;
   uint8_t* lo;
   float *d, *s;
   int32_t* n;
   int64_t n_tok, n_cols;
-  XOrder order;
-  // Index of token t's column col in q and lo.
-  __host__ __device__ int64_t at(int64_t t, int64_t col) const {
-    return t * n_cols + (order == XOrder::Rows ? col : xq_pos(col, n_cols));
-  }
 };
 // Bytes of that layout (n_cols % 32 == 0), and the layout carved from `base` (the scratch, or a
 // kernel's shared memory): q, with 16 bits lo, then per 32 values d, s and n.
 __host__ __device__ inline size_t xq_bytes(int64_t n_tok, int64_t n_cols, bool q16) {
   return (q16 ? 2 : 1) * (size_t)n_tok * n_cols + (2 * sizeof(float) + sizeof(int32_t)) * (size_t)n_tok * (n_cols / 32);
 }
-__host__ __device__ inline Q8Act q8_act(void* base, int64_t n_tok, int64_t n_cols, bool q16,
-                                        XOrder order = XOrder::Lanes) {
+__host__ __device__ inline Q8Act q8_act(void* base, int64_t n_tok, int64_t n_cols, bool q16) {
   Q8Act a;
-  a.order = order;
   a.q = static_cast<int8_t*>(base);
   a.lo = q16 ? reinterpret_cast<uint8_t*>(a.q + n_tok * n_cols) : nullptr;
   a.d = reinterpret_cast<float*>(a.q + (q16 ? 2 : 1) * n_tok * n_cols);  // n_cols % 32 == 0: aligned
@@ -56,10 +46,9 @@ __host__ __device__ inline Q8Act q8_act(void* base, int64_t n_tok, int64_t n_col
   return a;
 }
 // x(n_tok, n_cols) quantized into scratch (matvec_q8_scratch_bytes) in one launch: the
-// activations of every int8 path (matvec_q8 in XOrder::Lanes, the prefill matmul of
-// matmul_q8mma.cu in XOrder::Rows). 16 bits: backends/cpu/quantize_act.cpp quantize_row_q16's bits.
-Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16,
-                  XOrder order = XOrder::Lanes);
+// activations of every int8 path (matvec_q8, the prefill matmul of matmul_q8mma.cu). 16 bits:
+// backends/cpu/quantize_act.cpp quantize_row_q16's bits.
+Q8Act quantize_q8(const float* x, int64_t n_tok, int64_t n_cols, void* scratch, cudaStream_t stream, bool q16);
 // y = a · wᵀ (+ bias) over activations already quantized (matvec_q8's second half; accumulate as there).
 void matvec_q8_quantized(const WeightView& w, const Q8Act& a, float* y, const float* bias, cudaStream_t stream,
                          bool accumulate = false);

@@ -2,11 +2,9 @@
 // matvec_pieces.cuh) checked on the host, so CI (no GPU) runs it: for every quantized type, the
 // pieces of a block cover each of its values exactly once, and their int8 dot products, scaled
 // as the kernel scales them, equal the dot product of dequant_block's values with the same int8
-// activations (exact in double), read where the kernel reads them in x's lane order (xq_order.h,
-// checked here too); Q4_0, Q8_0 and Q6_K also in the group-of-eight layout (quant/group8.h),
+// activations (exact in double); Q4_0, Q8_0 and Q6_K also in the group-of-eight layout (quant/group8.h),
 // whose blocks must also read back byte for byte. The device intrinsics and types it uses get their
 // documented meaning here (PTX prmt's default mode with 3-bit selectors; dp4a on signed bytes).
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -43,7 +41,6 @@ struct uint2 { uint32_t x, y; };
 struct uint4 { uint32_t x, y, z, w; };
 }  // namespace
 #include "../../backends/cuda/kernels/matvec_pieces.cuh"
-#include "../../backends/cuda/xq_order.h"
 #undef __host__
 #undef __device__
 #undef __forceinline__
@@ -73,17 +70,8 @@ void check_pieces(GGMLType t, const char* name) {
     CHECK(std::memcmp(&back, &blk, sizeof(B)) == 0, strfmt("%s: block %d does not read back", name, b));
     float w[QK];
     gaacrt::dequant_block(blk, w);
-    // The row's activations, and the same in the decode matvecs' order (xq_order.h), where the
-    // words are read (XRuns): n_blocks * QK columns, a run of 1,024 cut short or whole.
-    const int n_cols = n_blocks * QK;
-    std::vector<int8_t> xrow(n_cols), xlanes(n_cols, 0), placed(n_cols, 0);
-    for (auto& v : xrow) v = (int8_t)((int)(rng() % 255) - 127);
-    for (int c = 0; c < n_cols; ++c) {
-      const int at = gaacrt::cuda::xq_pos(c, n_cols);
-      CHECK(at >= 0 && at < n_cols && placed[at]++ == 0, strfmt("%s: xq_pos(%d, %d) = %d", name, c, n_cols, at));
-      xlanes[at] = xrow[c];
-    }
-    const int8_t* xq = xrow.data() + b * QK;  // the block's columns
+    int8_t xq[QK];
+    for (auto& v : xq) v = (int8_t)((int)(rng() % 255) - 127);
     double ref = 0, got = 0;
     for (int i = 0; i < QK; ++i) ref += (double)w[i] * xq[i];
     std::vector<int> seen(QK, 0);
@@ -91,14 +79,10 @@ void check_pieces(GGMLType t, const char* name) {
       const auto v = P::unpack(gaacrt::cuda::piece_load<Stored>(stored.data(), b, k), k);
       for (int g = 0; g < P::G; ++g) {
         int s = 0;
-        const gaacrt::cuda::XRuns<P> runs(b * QK + v.col[g], n_cols);
         for (int i = 0; i < P::W; ++i) {
           const int c = v.col[g] + P::off(i);
-          int xw, xr;
-          std::memcpy(&xw, xlanes.data() + runs.word_at(i), 4);
-          std::memcpy(&xr, xq + c, 4);
-          CHECK(xw == xr, strfmt("%s: word %d of group %d read at %d, not column %d's", name, i, g, runs.word_at(i),
-                                 b * QK + c));
+          int xw;
+          std::memcpy(&xw, xq + c, 4);
           s = __dp4a((int)v.w[g][i], xw, s);
           for (int j = 0; j < 4; ++j) seen[c + j]++;
         }
@@ -110,28 +94,6 @@ void check_pieces(GGMLType t, const char* name) {
     for (int i = 0; i < QK; ++i) CHECK(seen[i] == 1, strfmt("%s: value %d read %d times", name, i, seen[i]));
     // dequant_block rounds d·q (and + m) to float per value; the pieces scale the exact integer sum.
     CHECK(std::fabs(got - ref) <= 1e-5 * (1 + std::fabs(ref)), strfmt("%s: %.9g vs %.9g", name, got, ref));
-  }
-}
-
-// xq_pos is a permutation of each row, keeps 16-column granules whole, and puts the same half of
-// 32 consecutive blocks (a warp's lanes, one block each) side by side, in whole runs and the
-// row's last, shorter one.
-TEST_CASE(cuda_matvec_pieces_x_lane_order) {
-  for (int n_cols : {32, 96, 576, 1024, 1056, 1536, 4096, 14336}) {
-    std::vector<int> placed(n_cols, 0);
-    for (int c = 0; c < n_cols; ++c) {
-      const int at = gaacrt::cuda::xq_pos(c, n_cols);
-      CHECK(at >= 0 && at < n_cols && placed[at]++ == 0, strfmt("xq_pos(%d, %d) = %d", c, n_cols, at));
-      CHECK(at % 16 == c % 16 && (c % 16 == 0 || at == gaacrt::cuda::xq_pos(c - 1, n_cols) + 1),
-            strfmt("n_cols %d: column %d's granule is split", n_cols, c));
-    }
-    const int n_blocks = n_cols / 32;
-    for (int b = 0; b < n_blocks; ++b) {
-      const int lane = b % 32, first = b - lane, m = std::min(32, n_blocks - first);
-      for (int h = 0; h < 2; ++h)
-        CHECK(gaacrt::cuda::xq_pos(32 * b + 16 * h, n_cols) == 32 * first + 16 * (h * m + lane),
-              strfmt("n_cols %d: block %d half %d not beside its neighbours", n_cols, b, h));
-    }
   }
 }
 

@@ -33,7 +33,7 @@ __host__ __device__ inline XQ xq_of(const Q8Act& a) { return XQ{a.q, a.lo, a.d, 
 __host__ __device__ inline Q8Act token_row(const Q8Act& a, int64_t t) {
   const int64_t nb = a.n_cols / 32;
   return Q8Act{a.q + t * a.n_cols, a.lo ? a.lo + t * a.n_cols : nullptr, a.d + t * nb, a.s + t * nb, a.n + t * nb,
-               1, a.n_cols, a.order};
+               1, a.n_cols};
 }
 
 // A piece's per-byte offset left in its unpacked values (Piece::kOffset, else 0): the dot product
@@ -55,25 +55,27 @@ __device__ __forceinline__ int dp4a_su(int a, int b, int c) {
 #endif
 }
 
-// A piece's words of x (xq_order.h XRuns) from a token's row of it, as few loads as they allow.
+// The W int8x4 words of x a piece's group meets (columns off(i) from xr), in as few loads as
+// their layout allows: 32 contiguous bytes (regrouped Q4_0), 16 (Q8_0, K-quants' groups start on
+// 16-byte columns), two runs of 8 (nibble types: 0-7 and 16-23, from an 8-byte column), or one run
+// of 8 (Q6_K).
 template <typename P>
-__device__ __forceinline__ void load_x(const int8_t* row, const XRuns<P>& r, int (&xw)[P::W]) {
-  static_assert(XRuns<P>::kWords * 4 == 16 || XRuns<P>::kWords * 4 == 8, "runs of 16 or 8 bytes");
+__device__ __forceinline__ void load_x(const int8_t* xr, int (&xw)[P::W]) {
   if constexpr (P::W == 8) {
-    static_assert(P::off(7) == 28, "32 contiguous columns");
-    const int4 a = *reinterpret_cast<const int4*>(row + r.at[0]), b = *reinterpret_cast<const int4*>(row + r.at[1]);
+    static_assert(P::off(7) == 28, "32 contiguous bytes");
+    const int4 a = *reinterpret_cast<const int4*>(xr), b = *reinterpret_cast<const int4*>(xr + 16);
     xw[0] = a.x; xw[1] = a.y; xw[2] = a.z; xw[3] = a.w;
     xw[4] = b.x; xw[5] = b.y; xw[6] = b.z; xw[7] = b.w;
   } else if constexpr (P::W == 4 && P::off(3) == 12) {
-    const int4 v = *reinterpret_cast<const int4*>(row + r.at[0]);
+    const int4 v = *reinterpret_cast<const int4*>(xr);
     xw[0] = v.x; xw[1] = v.y; xw[2] = v.z; xw[3] = v.w;
   } else if constexpr (P::W == 4) {
-    static_assert(P::off(1) == 4 && P::off(3) == P::off(2) + 4, "two runs of 8 columns");
-    const int2 a = *reinterpret_cast<const int2*>(row + r.at[0]), b = *reinterpret_cast<const int2*>(row + r.at[1]);
+    static_assert(P::off(1) == 4 && P::off(3) == P::off(2) + 4, "two runs of 8 bytes");
+    const int2 a = *reinterpret_cast<const int2*>(xr), b = *reinterpret_cast<const int2*>(xr + P::off(2));
     xw[0] = a.x; xw[1] = a.y; xw[2] = b.x; xw[3] = b.y;
   } else {
-    static_assert(P::W == 2 && P::off(1) == 4, "one run of 8 columns");
-    const int2 a = *reinterpret_cast<const int2*>(row + r.at[0]);
+    static_assert(P::W == 2 && P::off(1) == 4, "one run of 8 bytes");
+    const int2 a = *reinterpret_cast<const int2*>(xr);
     xw[0] = a.x; xw[1] = a.y;
   }
 }
@@ -142,13 +144,13 @@ __device__ __forceinline__ void rows_dots(const uint8_t* const (&rows)[R], int n
 #pragma unroll
       for (int g = 0; g < P::G; ++g) {
         const int col = b * QK + v[0].col[g], xb = col / 32;
-        const XRuns<P> xruns(col, n_cols);
 #pragma unroll
         for (int t = 0; t < T; ++t) {
           if (t >= n_tok) break;
+          const int8_t* xr = x.q + t * n_cols + col;
           int xw[P::W], xl[kQ16 ? P::W : 1];
-          load_x<P>(x.q + t * n_cols, xruns, xw);
-          if constexpr (kQ16) load_x<P>(reinterpret_cast<const int8_t*>(x.lo) + t * n_cols, xruns, xl);
+          load_x<P>(xr, xw);
+          if constexpr (kQ16) load_x<P>(reinterpret_cast<const int8_t*>(x.lo) + t * n_cols + col, xl);
           const float xd = x.d[t * n_sub + xb];
           const float xs = P::kMin ? x.s[t * n_sub + xb] : 0.f;
           const int xn = kOff != 0 ? x.n[t * n_sub + xb] : 0;
@@ -198,10 +200,8 @@ template <bool kQ16>
 __device__ __forceinline__ void quantize_block(float v, int lane, const Q8Act& a, int64_t blk) {
   float d;
   const int q = quantize_value<kQ16>(v, warp_max_f32(fabsf(v)), d);
-  const int64_t nb = a.n_cols / 32, t = blk / nb;
-  const int64_t at = a.at(t, (blk - t * nb) * 32 + lane);
-  a.q[at] = (int8_t)(kQ16 ? q >> 8 : q);
-  if constexpr (kQ16) a.lo[at] = (uint8_t)(q & 255);
+  a.q[blk * 32 + lane] = (int8_t)(kQ16 ? q >> 8 : q);
+  if constexpr (kQ16) a.lo[blk * 32 + lane] = (uint8_t)(q & 255);
   const int sum = warp_sum_i32(q);
   if (lane == 0) stored_scales<kQ16>(d, sum, a.d + blk, a.s + blk, a.n + blk);
 }
@@ -234,11 +234,10 @@ __device__ __forceinline__ void norm_quant_quad(float4 v, float4 g, float inv, i
   if (!live) return;
   if (xn4) xn4[i] = v;
   constexpr int kHi = kQ16 ? 8 : 0;  // 16-bit: the high bytes here, the low bytes into xl
-  const int64_t w = a.at(0, 4 * i) / 4;  // (a is one token's) the quad's columns stay together in either order
-  reinterpret_cast<uint32_t*>(a.q)[w] = (uint32_t)((q0 >> kHi) & 0xff) | (uint32_t)((q1 >> kHi) & 0xff) << 8 |
+  reinterpret_cast<uint32_t*>(a.q)[i] = (uint32_t)((q0 >> kHi) & 0xff) | (uint32_t)((q1 >> kHi) & 0xff) << 8 |
                                         (uint32_t)((q2 >> kHi) & 0xff) << 16 | (uint32_t)((q3 >> kHi) & 0xff) << 24;
   if constexpr (kQ16)
-    reinterpret_cast<uint32_t*>(a.lo)[w] =
+    reinterpret_cast<uint32_t*>(a.lo)[i] =
         (uint32_t)(q0 & 0xff) | (uint32_t)(q1 & 0xff) << 8 | (uint32_t)(q2 & 0xff) << 16 | (uint32_t)(q3 & 0xff) << 24;
   if (i % 8 == 0) stored_scales<kQ16>(d, sum, a.d + i / 8, a.s + i / 8, a.n + i / 8);
 }

@@ -74,6 +74,11 @@
 #            such pairs (default 1); the carried files are put back. Not a default stage. E.g.
 #            carry ".ab" and run STAGES="build rev" REV_DIR=.ab. (The thirteenth session timed its
 #            GAAC decode cuts this way against 27400a0's two headers.)
+# Two builds in one visit without building there (the twenty-seventh session's A/B of the matvecs'
+# x order): a wheel's libgaacrt.so xz-compressed is ~30 MB, so two fit the 64 MiB a call carries.
+# Here, per build: unzip -q gaacrt-*.whl -d .whl/A && xz -6 -T2 .whl/A/gaacrt/libgaacrt.so; there:
+# cp -r .whl/A /tmp/siteA && xz -d /tmp/siteA/gaacrt/libgaacrt.so.xz, then PYTHONPATH=/tmp/siteA
+# (plus the gguf wheel installed with --target) before each timed command, alternating A and B.
 # Output also goes to $OUT/visit.log.
 set -uo pipefail
 VISIT_OUT=/tmp/check-out

@@ -171,6 +171,15 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
+  // Decode splits' least length in chunks of 64 keys (KernelArgs::min_split_chunks): BF16 and GAAC
+  // share theirs (their sums keep one order: bit identity), E8 has its own.
+  // GAACRT_CUDA_MIN_SPLIT_CHUNKS / GAACRT_CUDA_E8_MIN_SPLIT_CHUNKS set them (1-64).
+  auto min_chunks_from = [](const char* name) {
+    const char* e = std::getenv(name);
+    return e && e[0] ? std::max(1, std::min(64, std::atoi(e))) : attn::kMinSplitChunks;
+  };
+  static const int32_t min_chunks = min_chunks_from("GAACRT_CUDA_MIN_SPLIT_CHUNKS");
+  static const int32_t e8_min_chunks = min_chunks_from("GAACRT_CUDA_E8_MIN_SPLIT_CHUNKS");
   const char* pw = std::getenv("GAACRT_CUDA_PREFILL_WIDE");  // read on every call; below
   // E8 with its prefill-sized sequences on the tensor cores too: enough splits for their row
   // groups (lossy::e8_prefill_on_mma), still kv-head fastest; 64 rows a group
@@ -231,7 +240,8 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
   AttnTimeline timeline((int64_t)grid.x * grid.y * grid.z, capturing_);
   const attn::KernelArgs P{kv,         args,       seqs,    q,          out,         part,     attn_counters_,
                            n_split,    half_bytes, staging, warp_bytes, dev_errors_, bulk_min, head_fastest ? 1 : 0,
-                           timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0};
+                           timeline.stamps(), e8_qrot, rot_rows, wide || e8_wide ? 1 : 0,
+                           e8 ? e8_min_chunks : min_chunks};
   if (e8)
     attn::launch_attention_e8(kD, P, grid, smem, stream_, device_, e8_prefill);
   else if (wgmma)

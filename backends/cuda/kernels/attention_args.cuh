@@ -14,7 +14,8 @@ namespace gaacrt::cuda::attn {
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kRowsPerTile = 4, kRowsPerGroup = kWarps * kRowsPerTile;  // 16
 constexpr int kChunkBlocks = 4;                                         // 64 tokens
-constexpr int kMinSplitChunks = 4;                                      // decode splits of >= 256 tokens
+// Decode splits hold at least this many chunks (KernelArgs::min_split_chunks; attention.cu sets it).
+constexpr int kMinSplitChunks = 4;                                      // 256 tokens
 constexpr int kMaxSplits = 128;  // attention.cu never splits a sequence wider
 // A split's partial row in global memory (KernelArgs::part): m, l, two spare floats, then O padded
 // to whole float4, so that the fused reduce reads O 16 bytes at a time.
@@ -57,6 +58,10 @@ struct KernelArgs {
   // of 16 (run_rows_shared / run_rows). The E8 kernel's (kPrefill): 1, row groups of 64
   // (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;
+  // Decode splits hold at least this many chunks of kChunkBlocks (attention_split_k.cuh
+  // decode_split): fewer splits, and below min_split_chunks * 64 keys none, where a merge costs more
+  // than the blocks it spreads; more where each block's decode is long (attention.cu says which).
+  int32_t min_split_chunks;
 };
 
 #ifdef __CUDACC__

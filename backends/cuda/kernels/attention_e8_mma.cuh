@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
     }
     return;
   }
-  const DecodeSplit ds = decode_split(s, n_rows, G, P.a.sliding_window, P.n_split, split);
+  const DecodeSplit ds = decode_split(s, n_rows, G, P.a.sliding_window, P.n_split, P.min_split_chunks, split);
   if (split >= min(ds.n_live, P.n_split)) return;  // block-uniform, before the first barrier
   // The rotated queries only when some block of this split is a slot (a short context is all
   // raw pages).

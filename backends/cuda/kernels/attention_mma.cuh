@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, kernel_min_blocks<kD, kShared, kB>()
   // session sized for a long one: n_split is fixed by the session's context) leave at once, and
   // the fused reduce counts and merges only the n_live splits before them. Skipping them keeps
   // the bits: an empty split's partial (m = -inf, l = 0, O = 0) enters the merge with weight 0.
-  const DecodeSplit ds = decode_split(s, n_rows, G, W, P.n_split, split);
+  const DecodeSplit ds = decode_split(s, n_rows, G, W, P.n_split, P.min_split_chunks, split);
   // (A prefill launch's split index is its row group, which may exceed n_split.)
   if (n_rows <= kRowsPerGroup && split >= min(ds.n_live, P.n_split)) return;
   uint8_t* wbase = smem + warp * P.warp_bytes;

@@ -91,53 +91,6 @@ __device__ __forceinline__ void run_rows_e8(const KernelArgs& P, const AttnSeq& 
   e8_stream_overlapped<kD>(kv, s, kvh, b_first, b_end, b_step, wbase, keys, soft, values, pair);
 }
 
-// run_rows_e8 for a split of raw pages alone (no slot: every split of a short context, whose
-// keys all lie in E8's raw window): BF16's block math on each page, K copied into the warp's raw
-// tile and V into its stages (no slot needs them), both by cp.async with the queries' loads in
-// the same trip — run_rows_e8 copies K, then loads the queries, then copies V, one trip after the
-// other, and a short context's warp streams one to four blocks. No pipeline ahead: the warp's
-// buffers hold one block's pages. Its first copies and the queries go before the wait for the
-// previous kernel (PDL): that is the query rotation (attention_lossy.cu rotate_kernel, launched
-// just before this kernel for every E8 attention), which writes neither; the queries and the
-// step's K/V come from the kernel before it, which has completed when this one starts
-// (cuda_common.h, "programmatic dependent launch"). Leaves this lane's row state in o, m, l as
-// run_rows does.
-template <int kD>
-__device__ __forceinline__ void run_rows_e8_raw(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
-                                                int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
-                                                uint8_t* wbase, float (&o)[kD / 16][4], float& m, float& l) {
-  static_assert(kE8Stages * E8Geom<kD>::kStage >= TileGeom<kD>::kTileBytes, "a V page fits in the stages");
-  const KVLayerView& kv = P.kv;
-  const int lane = threadIdx.x & 31;
-  const TileRow tr = query_row(P, s, kvh, r0 + (lane & 3), n_rows);   // this lane's softmax row
-  const TileRow tq = query_row(P, s, kvh, r0 + (lane >> 3), n_rows);  // the row of its Q^T column
-  const int32_t len = s.pos0 + s.n_q;                                 // tokens in the cache
-  uint16_t* kt = e8_raw_tile<kD>(wbase);
-  uint16_t* vt = reinterpret_cast<uint16_t*>(wbase);
-  reset_row_state(o, m, l);
-  const int32_t n_iter = b_end > b_first ? (b_end - b_first + b_step - 1) / b_step : 0;
-  EntryStream<2> es;
-  es.start(kv, s.table, kvh, b_first, b_step, n_iter);
-  uint32_t qb[kD / 16][2];
-  for (int32_t it = 0; it < n_iter; ++it) {
-    uint32_t e[2];
-    es.get(it, e);
-    issue_bf16<kD>(kv, e, kt, vt, lane, nullptr);
-    if (it == 0) {
-      query_columns<kD>(P.q + tq.q_off, tq.valid, kD, qb);
-      pdl_begin();
-    }
-    cp_async_wait_all();
-    __syncwarp();
-    if (it == 0) stamp(P.timeline, kStampFirst);
-    const int32_t b = b_first + it * b_step;
-    zero_rows_past_end<kD>(vt, len - b * KV_BLOCK_TOKENS, lane);
-    key_row_math<kD>(kt, vt, b, tr.pos, tr.lo, qb, o, m, l, P.a);
-    __syncwarp();  // the pages are read: the next block's copies may land
-  }
-  if (n_iter == 0) pdl_begin();
-}
-
 // Grid (kv-heads, n_split or more, sequences), kv-head fastest (attention.cu). Sequences of more
 // than 16 rows: in the kPrefill kernel (launches with lossy::e8_prefill_on_mma), thread block y
 // takes row groups y, y + gridDim.y, ... of 64 rows (P.prefill_wide: 16 rows a warp,
@@ -194,25 +147,19 @@ __global__ void __launch_bounds__(kThreads, kPrefill ? 2 : 3) attention_e8_mma_k
   }
   const DecodeSplit ds = decode_split(s, n_rows, G, P.a.sliding_window, P.n_split, P.min_split_chunks, split);
   if (split >= min(ds.n_live, P.n_split)) return;  // block-uniform, before the first barrier
-  // The rotated queries only when some block of this split is a slot; a split of raw pages alone
-  // (a short context) runs run_rows_e8_raw.
+  // The rotated queries only when some block of this split is a slot (a short context is all
+  // raw pages).
   bool slot = false;
   for (int32_t b = ds.B0 + (int32_t)threadIdx.x; b < ds.B1; b += kThreads) slot |= kv_entry_is_slot(__ldg(kent + b));
   const bool has_slots = __syncthreads_or(slot);
+  pdl_begin();
+  stamp(P.timeline, kStampFirst);
 
   const DecodeWarp dw = decode_warp(n_rows, ds);
-  uint8_t* wbase = smem + Geo::kWarpsOff + warp * Geo::kWarpBytes;
-  float o[kD / 16][4], oc[kD / 16][2], m, l;
-  if (has_slots) {
-    pdl_begin();
-    stamp(P.timeline, kStampFirst);
-    float oz[4];
-    run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, wbase, tab, q_rows, true, o, oz, m, l);
-    e8_key_row_sums<kD>(o, oz, oc);
-  } else {
-    run_rows_e8_raw<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg, wbase, o, m, l);
-    key_row_sums<kD>(o, oc);
-  }
+  float o[kD / 16][4], oz[4], oc[kD / 16][2], m, l;
+  run_rows_e8<kD>(P, s, kvh, dw.r0, n_rows, dw.b_first, dw.b_end, dw.n_kg,
+                  smem + Geo::kWarpsOff + warp * Geo::kWarpBytes, tab, q_rows, has_slots, o, oz, m, l);
+  e8_key_row_sums<kD>(o, oz, oc);
   finish_decode<kD>(P, s, kvh, split, n_rows, ds, dw, m, l, oc, smem);
 }
 

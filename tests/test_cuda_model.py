@@ -254,15 +254,15 @@ def test_cuda_gaac_with_a_hostile_calibration_is_bit_identical_to_bf16(tmp_path,
 
 
 @pytest.mark.parametrize("blocks,bulk_min,wide,chunks", [("2", "8", "", ""), ("3", "8", "", ""), ("3", "0", "", ""),
-                                                          ("3", "8", "1", ""), ("3", "8", "", "1"), ("3", "8", "", "4")],
-                         ids=["2", "3", "3-bulk", "3-one-block-steps", "3-splits-of-64", "3-splits-of-256"])
+                                                          ("3", "8", "1", ""), ("3", "8", "", "2"), ("3", "8", "", "4")],
+                         ids=["2", "3", "3-bulk", "3-one-block-steps", "3-splits-of-128", "3-splits-of-256"])
 def test_cuda_gaac_head_128_is_bit_identical_to_bf16(tmp_path, blocks, bulk_min, wide, chunks):
     # The kernels built for two and for three thread blocks per SM (GAACRT_CUDA_ATTN_BLOCKS_PER_SM is
     # read once per process: a subprocess each; the prefill in the three-block build in two-block
     # steps by default, GAACRT_CUDA_PREFILL_WIDE=1 one-block steps), BF16 pages by bulk copy at any
     # length. GAAC's prefill in those kernels too, not through BF16 pages (GAACRT_CUDA_GAAC_EXPAND=0).
-    # Decode splits of at least 1 and 4 chunks of 64 keys (GAACRT_CUDA_MIN_SPLIT_CHUNKS): the decode
-    # steps' 660-700 keys in 11 splits (6 on the emulation's four SMs) and in 3.
+    # Decode splits of at least 1 (the default), 2 and 4 chunks of 64 keys (GAACRT_CUDA_MIN_SPLIT_CHUNKS):
+    # the decode steps' 660-700 keys in 11 splits (6 on the emulation's four SMs), 6 and 3.
     from fixtures.tiny_models import write_tiny_model
     path = write_tiny_model(tmp_path / "h128.gguf", "llama", seed=7, weight_type="q8_0", n_layers=2, n_embd=256,
                             n_head=8, n_head_kv=2, head_dim=128, n_ff=256)

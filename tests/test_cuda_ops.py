@@ -100,7 +100,7 @@ def test_cuda_attention_matches_cpu(cuda, cpu, n_ctx, n_q, n_head, n_kv, d):
 
 
 # One sequence, one kv-head, so its decode splits across up to kMaxSplits thread blocks: 5,000 keys
-# are 20 live splits of 256 (at d = 64 too), the window of 3,000 twelve.
+# are 79 live splits of 64 (at d = 64 too), the window of 3,000 48.
 @pytest.mark.parametrize("n_ctx,d,window", [(5000, 128, 0), (5000, 64, 0), (5000, 128, 3000)])
 def test_cuda_decode_many_splits_merged_match_cpu(cpu, n_ctx, d, window, monkeypatch):
     # The fused reduce (kernels/attention_split_k.cuh merge_decode): the last thread block to arrive

@@ -171,9 +171,16 @@ void CudaBackend::attention(const KVLayerView& kv, const AttentionArgs& args, co
     const char* e = std::getenv("GAACRT_CUDA_BULK_MIN_BLOCKS");
     return e ? std::max(0, std::atoi(e)) : 8;
   }();
-  // Decode splits' least length in chunks of 64 keys (KernelArgs::min_split_chunks): BF16 and GAAC
-  // share theirs (their sums keep one order: bit identity), E8 has its own.
-  // GAACRT_CUDA_MIN_SPLIT_CHUNKS / GAACRT_CUDA_E8_MIN_SPLIT_CHUNKS set them (1-64).
+  // Decode splits' least length in chunks of 64 keys past one split's 256 keys
+  // (KernelArgs::min_split_chunks): BF16 and GAAC share theirs (their sums keep one order: bit
+  // identity), E8 has its own; GAACRT_CUDA_MIN_SPLIT_CHUNKS / GAACRT_CUDA_E8_MIN_SPLIT_CHUNKS set
+  // them (1-64). 1, so that a short context's blocks spread over more thread blocks: with 4 (the
+  // minimum before) a 2K context was 8 splits whose warps decoded 4 blocks each, one warp a
+  // scheduler on half the SMs. H100, µs a layer back to back (bench/cuda_attention.py --kv
+  // synthetic --ctx 512,2048,8192 --prefill 64 --lossy e8), 4 -> 1: BF16 9.0 / 9.6 / 19.6 -> 6.9 /
+  // 10.3 / 17.2, GAAC 15.3 / 15.8 / 21.4 -> 9.6 / 11.8 / 19.1, E8 15.3-15.8 / 16.2 / 20.6-20.8 ->
+  // 11.3-11.6 / 14.0-14.6 / 17.8-18.5; tg128 of the 8B shape at 4K GAAC 316.8-321.2 -> 334.7
+  // tok/s, BF16 343.4-344.1 -> 344.2 (twenty-eighth session).
   auto min_chunks_from = [](const char* name) {
     const char* e = std::getenv(name);
     return e && e[0] ? std::max(1, std::min(64, std::atoi(e))) : attn::kMinSplitChunks;

@@ -14,8 +14,9 @@ namespace gaacrt::cuda::attn {
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kRowsPerTile = 4, kRowsPerGroup = kWarps * kRowsPerTile;  // 16
 constexpr int kChunkBlocks = 4;                                         // 64 tokens
-// Decode splits hold at least this many chunks (KernelArgs::min_split_chunks; attention.cu sets it).
-constexpr int kMinSplitChunks = 4;                                      // 256 tokens
+constexpr int kOneSplitChunks = 4;  // decode: up to 256 keys in one split (attention_split_k.cuh decode_split)
+// Beyond, decode splits of at least this many chunks (KernelArgs::min_split_chunks, attention.cu).
+constexpr int kMinSplitChunks = 1;
 constexpr int kMaxSplits = 128;  // attention.cu never splits a sequence wider
 // A split's partial row in global memory (KernelArgs::part): m, l, two spare floats, then O padded
 // to whole float4, so that the fused reduce reads O 16 bytes at a time.
@@ -58,9 +59,8 @@ struct KernelArgs {
   // of 16 (run_rows_shared / run_rows). The E8 kernel's (kPrefill): 1, row groups of 64
   // (attention_e8_wide.cuh), or 0.
   int32_t prefill_wide;
-  // Decode splits hold at least this many chunks of kChunkBlocks (attention_split_k.cuh
-  // decode_split): fewer splits, and below min_split_chunks * 64 keys none, where a merge costs more
-  // than the blocks it spreads; more where each block's decode is long (attention.cu says which).
+  // Decode splits of more than kOneSplitChunks chunks hold at least this many (attention_split_k.cuh
+  // decode_split; attention.cu says why 1).
   int32_t min_split_chunks;
 };
 

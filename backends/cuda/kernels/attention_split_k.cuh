@@ -16,11 +16,12 @@
 namespace gaacrt::cuda::attn {
 
 // A decode-sized sequence's visible blocks [b_lo, b_hi) are cut into chunks of kChunkBlocks
-// aligned to absolute block indices, the chunks into n_split contiguous ranges of `per` chunks,
-// at least min_chunks each (KernelArgs::min_split_chunks): split x reads blocks [B0, B1). The
-// first n_live splits hold keys; the rest are empty. (With kMinSplitChunks, up to 256 keys one
+// aligned to absolute block indices. Up to kOneSplitChunks chunks (256 keys) are one split: one
 // thread block reads them all and writes the output itself, with no partials and no merge, whose
-// latency dominated short contexts: 13.6 µs per layer at ~70 keys split in two, third session.)
+// latency exceeds what spreading so few blocks saves (H100, 128 keys back to back: BF16 5.0 µs
+// one split, 6.5 split in two; twenty-eighth session). Longer ones are cut into n_split
+// contiguous ranges of `per` chunks, at least min_chunks each (KernelArgs::min_split_chunks):
+// split x reads blocks [B0, B1). The first n_live splits hold keys; the rest are empty.
 struct DecodeSplit {
   int32_t B0, B1, n_live;
 };
@@ -29,7 +30,7 @@ __device__ __forceinline__ DecodeSplit decode_split(const AttnSeq& s, int32_t n_
   const int32_t p_last = s.pos0 + (n_rows - 1) / G;
   const int32_t b_lo = (W > 0 ? max(0, s.pos0 - W + 1) : 0) / KV_BLOCK_TOKENS, b_hi = p_last / KV_BLOCK_TOKENS + 1;
   const int32_t c0 = b_lo / kChunkBlocks, c1 = (b_hi - 1) / kChunkBlocks + 1;
-  const int32_t per = max(min_chunks, (c1 - c0 + n_split - 1) / n_split);
+  const int32_t per = c1 - c0 <= kOneSplitChunks ? kOneSplitChunks : max(min_chunks, (c1 - c0 + n_split - 1) / n_split);
   return DecodeSplit{max(b_lo, (c0 + split * per) * kChunkBlocks), min(b_hi, (c0 + (split + 1) * per) * kChunkBlocks),
                      (c1 - c0 + per - 1) / per};
 }

@@ -29,10 +29,10 @@ __device__ __forceinline__ DecodeSplit decode_split(const AttnSeq& s, int32_t n_
                                                     int32_t n_split, int32_t min_chunks, int32_t split) {
   const int32_t p_last = s.pos0 + (n_rows - 1) / G;
   const int32_t b_lo = (W > 0 ? max(0, s.pos0 - W + 1) : 0) / KV_BLOCK_TOKENS, b_hi = p_last / KV_BLOCK_TOKENS + 1;
-  const int32_t c0 = b_lo / kChunkBlocks, c1 = (b_hi - 1) / kChunkBlocks + 1;
-  const int32_t per = c1 - c0 <= kOneSplitChunks ? kOneSplitChunks : max(min_chunks, (c1 - c0 + n_split - 1) / n_split);
+  const int32_t c0 = b_lo / kChunkBlocks, n = (b_hi - 1) / kChunkBlocks + 1 - c0;  // first chunk, chunks
+  const int32_t per = n <= kOneSplitChunks ? kOneSplitChunks : max(min_chunks, (n + n_split - 1) / n_split);
   return DecodeSplit{max(b_lo, (c0 + split * per) * kChunkBlocks), min(b_hi, (c0 + (split + 1) * per) * kChunkBlocks),
-                     (c1 - c0 + per - 1) / per};
+                     (n + per - 1) / per};
 }
 
 // Decode-sized sequences: the warps of a thread block as (M-tile of 4 rows, key group): n_mt

@@ -124,6 +124,21 @@ __global__ void k_mma(const uint32_t* a_frag, const uint16_t* b_rows, float* d_o
   for (int i = 0; i < 4; ++i) d_out[4 * lane + i] = d[i];
 }
 
+// mma.sync with int8 A and signed or unsigned int8 B (m16n8k32 and m16n8k16) onto an int32 C:
+// lane l's ten words are its A registers (four at k32, two at k16, the rest unused), B registers
+// (two, one) and C, laid out as the PTX ISA draws them.
+template <int K, bool kUnsignedB>
+__global__ void k_mma8(const uint32_t* frag, int* d_out) {
+  const uint32_t* f = frag + 10 * threadIdx.x;
+  int d[4] = {(int)f[6], (int)f[7], (int)f[8], (int)f[9]};
+  const uint32_t a[4] = {f[0], f[1], f[2], f[3]};
+  if (K == 32 && kUnsignedB) mma_s8u8_k32(d, a, f[4], f[5]);
+  if (K == 32 && !kUnsignedB) mma_s8_k32(d, a, f[4], f[5]);
+  if (K == 16 && kUnsignedB) mma_s8u8_k16(d, f[0], f[1], f[4]);
+  if (K == 16 && !kUnsignedB) mma_s8_k16(d, f[0], f[1], f[4]);
+  for (int i = 0; i < 4; ++i) d_out[4 * threadIdx.x + i] = d[i];
+}
+
 // movmatrix.trans: lane t holds (row t/4, cols 2(t%4), +1) of an 8x8 matrix of 16-bit values and
 // receives the same positions of its transpose (the decode attention's P^T, attention_block.cuh).
 __global__ void k_movmatrix(const uint32_t* in, uint32_t* out) {
@@ -252,6 +267,66 @@ int main() {
     cudaFree(da);
     cudaFree(db);
     cudaFree(dd);
+  }
+  {
+    // Random bytes (an LCG); C near the int32 limits, so that the add onto C wraps as the tensor
+    // cores' does. The reference sums in int64 from the matrices, not from the fragments.
+    uint32_t seed = 12345u;
+    auto rnd = [&] { return seed = seed * 1664525u + 1013904223u; };
+    auto run = [&](auto kernel, int K, bool ub, const char* what) {
+      int8_t A[16][32];
+      int32_t B[32][8];
+      uint32_t C[16][8];
+      for (auto& row : A)
+        for (int8_t& x : row) x = (int8_t)(rnd() >> 24);
+      for (auto& row : B)
+        for (int32_t& x : row) x = ub ? (int32_t)(rnd() >> 24) : (int32_t)(int8_t)(rnd() >> 24);
+      for (auto& row : C)
+        for (uint32_t& x : row) x = rnd() % 4 ? rnd() : 0x7FFFFFF0u;
+      std::vector<uint32_t> frag(320, 0);
+      auto bytes4 = [](auto at) {
+        uint32_t w = 0;
+        for (int i = 0; i < 4; ++i) w |= (uint32_t)(uint8_t)at(i) << (8 * i);
+        return w;
+      };
+      for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, c = 4 * (l % 4);
+        uint32_t* f = frag.data() + 10 * l;
+        f[0] = bytes4([&](int i) { return A[g][c + i]; });
+        f[1] = bytes4([&](int i) { return A[g + 8][c + i]; });
+        f[2] = bytes4([&](int i) { return A[g][16 + c + i]; });
+        f[3] = bytes4([&](int i) { return A[g + 8][16 + c + i]; });
+        f[4] = bytes4([&](int i) { return B[c + i][g]; });
+        f[5] = bytes4([&](int i) { return B[16 + c + i][g]; });
+        const int cc = 2 * (l % 4);
+        f[6] = C[g][cc], f[7] = C[g][cc + 1], f[8] = C[g + 8][cc], f[9] = C[g + 8][cc + 1];
+      }
+      uint32_t* df = nullptr;
+      int* dd = nullptr;
+      cudaMalloc(&df, 1280);
+      cudaMalloc(&dd, 512);
+      cudaMemcpy(df, frag.data(), 1280, cudaMemcpyHostToDevice);
+      const bool launched = launch(kernel, 1, 32, 0, (const uint32_t*)df, dd) == cudaSuccess;
+      std::vector<int> d(128, 0);
+      cudaMemcpy(d.data(), dd, 512, cudaMemcpyDeviceToHost);
+      bool ok = launched;
+      for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, cc = 2 * (l % 4);
+        const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {cc, cc + 1, cc, cc + 1};
+        for (int x = 0; x < 4; ++x) {
+          int64_t sum = 0;
+          for (int k = 0; k < K; ++k) sum += (int64_t)A[rows[x]][k] * B[k][cols[x]];
+          ok &= (uint32_t)d[4 * l + x] == C[rows[x]][cols[x]] + (uint32_t)sum;
+        }
+      }
+      check(ok, what);
+      cudaFree(df);
+      cudaFree(dd);
+    };
+    run(k_mma8<32, false>, 32, false, "int8 mma.sync m16n8k32 s8.s8 adds A·B onto C, wrapping");
+    run(k_mma8<32, true>, 32, true, "int8 mma.sync m16n8k32 s8.u8 adds A·B onto C, wrapping");
+    run(k_mma8<16, false>, 16, false, "int8 mma.sync m16n8k16 s8.s8 adds A·B onto C, wrapping");
+    run(k_mma8<16, true>, 16, true, "int8 mma.sync m16n8k16 s8.u8 adds A·B onto C, wrapping");
   }
   {
     // M[r][c] = 16 r + c + 1: every element distinct.

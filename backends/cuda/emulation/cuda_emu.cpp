@@ -654,38 +654,55 @@ const char* resolve_mma16(Slot* s, uint32_t part) {
 }
 
 // m16n8k32 / m16n8k16 with int8 inputs (4 per register) and int32 accumulators (wrapping).
+// The operands are widened to int16, B stored transposed, so each output is a contiguous dot
+// product the compiler turns into pmaddwd; a sum of 32 products of int8 by (u)int8 stays within
+// int32 (at most 32 * 128 * 255), so it is exact, as the tensor cores' is, and only the add to C
+// wraps. (The emulated prefill matmul spent ~45% of a whole-model test in this function with
+// int64 sums over B's columns.)
+template <int K>
+void mma8_products(const int16_t (&A)[16][32], const int16_t (&Bt)[8][32], int32_t (&P)[16][8]) {
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c) {
+      int32_t acc = 0;
+      for (int k = 0; k < K; ++k) acc += (int32_t)A[r][k] * Bt[c][k];
+      P[r][c] = acc;
+    }
+}
+
 const char* resolve_mma8(Slot* s, uint32_t part) {
   if (part != 0xFFFFFFFFu) return "mma.sync needs all 32 lanes";
   const int K = (int)(s[0].in[10] & 0xFF);
   const bool bu = (s[0].in[10] >> 8) & 1u;
-  int32_t A[16][32], B[32][8];
-  uint32_t C[16][8];
-  auto sb = [](uint32_t w, int k) { return (int32_t)(int8_t)(w >> (8 * k)); };
-  auto ub = [](uint32_t w, int k) { return (int32_t)((w >> (8 * k)) & 0xFFu); };
+  if (K != 16 && K != 32) return "int8 mma.sync is m16n8k16 or m16n8k32";
+  int16_t A[16][32], Bt[8][32];
+  int32_t P[16][8];
+  auto sb = [](uint32_t w, int k) { return (int16_t)(int8_t)(w >> (8 * k)); };
+  auto ub = [](uint32_t w, int k) { return (int16_t)((w >> (8 * k)) & 0xFFu); };
   for (unsigned l = 0; l < 32; ++l) {
     const unsigned g = l / 4, c = 4 * (l % 4);
     const uint32_t* a = s[l].in;
     for (int k = 0; k < 4; ++k) {
       A[g][c + k] = sb(a[0], k);
       A[g + 8][c + k] = sb(a[1], k);
-      B[c + k][g] = bu ? ub(a[4], k) : sb(a[4], k);
+      Bt[g][c + k] = bu ? ub(a[4], k) : sb(a[4], k);
       if (K == 32) {
         A[g][16 + c + k] = sb(a[2], k);
         A[g + 8][16 + c + k] = sb(a[3], k);
-        B[16 + c + k][g] = bu ? ub(a[5], k) : sb(a[5], k);
+        Bt[g][16 + c + k] = bu ? ub(a[5], k) : sb(a[5], k);
       }
     }
-    const unsigned cc = 2 * (l % 4);
-    C[g][cc] = a[6], C[g][cc + 1] = a[7], C[g + 8][cc] = a[8], C[g + 8][cc + 1] = a[9];
   }
+  if (K == 32)
+    mma8_products<32>(A, Bt, P);
+  else
+    mma8_products<16>(A, Bt, P);
   for (unsigned l = 0; l < 32; ++l) {
     const unsigned g = l / 4, c = 2 * (l % 4);
-    const unsigned rows[4] = {g, g, g + 8, g + 8}, cols[4] = {c, c + 1, c, c + 1};
-    for (int x = 0; x < 4; ++x) {
-      int64_t acc = 0;
-      for (int k = 0; k < K; ++k) acc += (int64_t)A[rows[x]][k] * B[k][cols[x]];
-      s[l].out[x] = C[rows[x]][cols[x]] + (uint32_t)acc;
-    }
+    const uint32_t* a = s[l].in;
+    s[l].out[0] = a[6] + (uint32_t)P[g][c];
+    s[l].out[1] = a[7] + (uint32_t)P[g][c + 1];
+    s[l].out[2] = a[8] + (uint32_t)P[g + 8][c];
+    s[l].out[3] = a[9] + (uint32_t)P[g + 8][c + 1];
   }
   return nullptr;
 }

@@ -58,7 +58,7 @@ def test_cuda_emulation_semantics(tmp_path):
 # pages; a corrupt GAAC tile reported by either path). Where a GPU test is parametrized over
 # settings that run the same kernels, the emulation takes a cross of them (the activation bits by
 # the architecture, the calibration by the path; the one-stream prefill with the GAAC cache, whose
-# newest blocks are BF16 pages on the same block path), which keeps the suite near 15 minutes on
+# newest blocks are BF16 pages on the same block path), which keeps the suite near 16 minutes on
 # two cores; the GPU machine runs every case.
 SELECTION = [
     ("test_cuda_ops.py", None, 45),

@@ -38,6 +38,7 @@ def test_cuda_emulation_semantics(tmp_path):
     cmd = ["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wno-unknown-pragmas",
            "-D__CUDACC__", "-Dcuda=cuda_emulated", f"-I{EMU}", f"-I{ROOT / 'src'}", f"-I{ROOT / 'backends'}",
            "-x", "c++", "-include", str(EMU / "cuda_emu.h"), str(TESTS / "cuda_emu/probe.cu"), str(EMU / "cuda_emu.cpp"),
+           str(EMU / "cuda_emu_mma.cpp"),
            "-x", "none", str(ROOT / "backends/emulation/fiber.cpp"), "-ldl", "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"building the probe failed:\n{r.stderr}"

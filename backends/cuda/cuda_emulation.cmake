@@ -9,7 +9,8 @@
 # backend's link into one library side by side.
 set(_cuda_dir ${CMAKE_CURRENT_LIST_DIR})
 file(GLOB _cuda_emu_sources CONFIGURE_DEPENDS ${_cuda_dir}/*.cu ${_cuda_dir}/sm90a/*.cu ${_cuda_dir}/*.cpp)
-add_library(gaacrt_cuda_emulated OBJECT ${_cuda_emu_sources} ${_cuda_dir}/emulation/cuda_emu.cpp)
+add_library(gaacrt_cuda_emulated OBJECT ${_cuda_emu_sources} ${_cuda_dir}/emulation/cuda_emu.cpp
+            ${_cuda_dir}/emulation/cuda_emu_mma.cpp)
 set_source_files_properties(${_cuda_emu_sources} PROPERTIES LANGUAGE CXX)
 target_include_directories(gaacrt_cuda_emulated BEFORE PRIVATE ${_cuda_dir}/emulation)
 target_include_directories(gaacrt_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/backends

@@ -22,6 +22,17 @@ void check(bool ok, const char* what, const std::string& detail = "") {
   (ok ? g_pass : g_fail)++;
 }
 
+// An mma.sync m16n8 accumulator as the PTX ISA lays it out: lane l's d[x], element i = 4 l + x,
+// holds (row, col) of the 16x8 C. for_each_accumulator(f) calls f(i, row, col) for all 128.
+template <typename F>
+void for_each_accumulator(F f) {
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, c = 2 * (l % 4);
+    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {c, c + 1, c, c + 1};
+    for (int x = 0; x < 4; ++x) f(4 * l + x, rows[x], cols[x]);
+  }
+}
+
 template <typename K, typename... A>
 cudaError_t launch(K kernel, unsigned grid, unsigned block, size_t smem, A... args) {
   cudaLaunchConfig_t cfg = {};
@@ -254,15 +265,11 @@ int main() {
     cudaMemcpy(db, brows.data(), 512, cudaMemcpyHostToDevice);
     check(launch(k_mma, 1, 32, 512, da, db, dd) == cudaSuccess, "ldmatrix + mma launch");
     bool ok = true;
-    for (int l = 0; l < 32; ++l) {
-      const int g = l / 4, c = 2 * (l % 4);
-      const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {c, c + 1, c, c + 1};
-      for (int x = 0; x < 4; ++x) {
-        float ref = 0.f;
-        for (int k = 0; k < 16; ++k) ref += A[rows[x]][k] * B[k][cols[x]];
-        ok &= dd[4 * l + x] == ref;
-      }
-    }
+    for_each_accumulator([&](int i, int row, int col) {
+      float ref = 0.f;
+      for (int k = 0; k < 16; ++k) ref += A[row][k] * B[k][col];
+      ok &= dd[i] == ref;
+    });
     check(ok, "mma.sync m16n8k16 with B by ldmatrix.trans gives A·B in the accumulator layout");
     cudaFree(da);
     cudaFree(db);
@@ -298,9 +305,8 @@ int main() {
         f[3] = bytes4([&](int i) { return A[g + 8][16 + c + i]; });
         f[4] = bytes4([&](int i) { return B[c + i][g]; });
         f[5] = bytes4([&](int i) { return B[16 + c + i][g]; });
-        const int cc = 2 * (l % 4);
-        f[6] = C[g][cc], f[7] = C[g][cc + 1], f[8] = C[g + 8][cc], f[9] = C[g + 8][cc + 1];
       }
+      for_each_accumulator([&](int i, int row, int col) { frag[10 * (i / 4) + 6 + i % 4] = C[row][col]; });
       uint32_t* df = nullptr;
       int* dd = nullptr;
       cudaMalloc(&df, 1280);
@@ -310,15 +316,11 @@ int main() {
       std::vector<int> d(128, 0);
       cudaMemcpy(d.data(), dd, 512, cudaMemcpyDeviceToHost);
       bool ok = launched;
-      for (int l = 0; l < 32; ++l) {
-        const int g = l / 4, cc = 2 * (l % 4);
-        const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {cc, cc + 1, cc, cc + 1};
-        for (int x = 0; x < 4; ++x) {
-          int64_t sum = 0;
-          for (int k = 0; k < K; ++k) sum += (int64_t)A[rows[x]][k] * B[k][cols[x]];
-          ok &= (uint32_t)d[4 * l + x] == C[rows[x]][cols[x]] + (uint32_t)sum;
-        }
-      }
+      for_each_accumulator([&](int i, int row, int col) {
+        int64_t sum = 0;
+        for (int k = 0; k < K; ++k) sum += (int64_t)A[row][k] * B[k][col];
+        ok &= (uint32_t)d[i] == C[row][col] + (uint32_t)sum;
+      });
       check(ok, what);
       cudaFree(df);
       cudaFree(dd);

@@ -64,7 +64,8 @@ __host__ __device__ constexpr uint32_t entry_ring_bytes(int kD, int blocks) {
 
 // This lane's GAAC bases (gaac_lanes_of: the tiles of its rounds, its group column): two
 // dependent loads (the layer's base pointers, then the bytes), so the decode path makes them
-// after its first copies are out (run_rows), not ahead of them and of the table entries.
+// after its first copies are out (run_rows), not ahead of them and of the table entries, and
+// before its wait for the previous kernel (they are calibration, not that kernel's output).
 template <int kD>
 __device__ __forceinline__ void load_gaac_bases(const KernelArgs& P, int32_t kvh, const GaacLanes& GL,
                                                 GaacU32x2 (&b3)[TileGeom<kD>::kRounds],
@@ -87,8 +88,8 @@ __device__ __forceinline__ void load_gaac_bases(const KernelArgs& P, int32_t kvh
 // first blocks that lie before the first block this step writes (pos0 / 16): the sequence, the
 // table and those blocks were written before the step began, so the copies overlap the previous
 // kernel (rope_store, which writes q and the new token's K/V) instead of following it. The
-// decode path (pdl_wait) also loads GAAC's bases here, after those copies (load_gaac_bases);
-// the prefill paths pass them loaded.
+// decode path (pdl_wait) also loads GAAC's bases here, after those copies and before the wait
+// (load_gaac_bases); the prefill paths pass them loaded.
 template <int kD, bool kGaac, int kB>
 __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, int32_t kvh, int32_t r0,
                                          int32_t n_rows, int32_t b_first, int32_t b_end, int32_t b_step,
@@ -148,15 +149,18 @@ __device__ __forceinline__ void run_rows(const KernelArgs& P, const AttnSeq& s, 
     const int32_t b_new = s.pos0 / KV_BLOCK_TOKENS;  // the first block this step writes
     int32_t n_pre = 0;
     while (n_pre < kS - 1 && n_pre < n_iter && b_first + n_pre * b_step < b_new) ++n_pre;
-    es.template issue_first<kS>(issue, n_pre, [] { pdl_begin(); });
+    // GAAC's bases are calibration, uploaded before any step: their two dependent loads go out
+    // before the wait, so that they overlap the previous kernel instead of following q's load.
+    es.template issue_first<kS>(issue, n_pre, [&] {
+      if constexpr (kGaac) load_gaac_bases<kD>(P, kvh, GL, b3, b4);
+      pdl_begin();
+    });
   } else {
     es.template issue_first<kS>(issue);
   }
   uint32_t qb[kD / 16][2];  // q is the previous kernel's output: after the wait
   const TileRow tq = query_row(P, s, kvh, r0 + (lane >> 3), n_rows);  // the row of this lane's Q^T column
   query_columns<kD>(P.q + tq.q_off, tq.valid, dk, qb);
-  if constexpr (kGaac)
-    if (pdl_wait) load_gaac_bases<kD>(P, kvh, GL, b3, b4);
   for (int32_t it = 0; it < n_iter; ++it) {
     es.template issue_ahead<kS>(it, issue);
     cp_async_wait<kS - 1>();  // this lane's copies of block `it` have landed

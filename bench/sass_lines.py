@@ -14,6 +14,12 @@ loop; a range inside it is a path through it). --files: file-name prefixes that 
 instruction is counted at: the innermost inlined frame in one of them (default: the innermost
 frame), so that e.g. a helper called from two lines of attention_e8_block.cuh counts at those lines.
 
+--ncu CSV (with --units N): Nsight Compute's source page of one launch of the same binary (`ncu
+--section SourceCounters ... ; ncu --import REP --page source --print-source sass --csv`, as
+bench/ncu_sass_regions.py reads it): each line then also gets its executed warp instructions per
+work unit and its share of the stall samples, so a GPU visit's profile reads by source line here.
+The two listings are joined by offset; a differing opcode at any offset stops it (another build).
+
 Needs nvdisasm and cuobjdump: the CUDA toolkit's, or the pip wheels nvidia-cuda-nvdisasm and
 nvidia-cuda-cuobjdump (`pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump`), found on PATH, in
 $CUDA_HOME/bin or in those wheels. Counts are static: a predicated or rarely taken path counts as
@@ -124,6 +130,12 @@ def loops(insns, labels, min_len: int = 40) -> list[tuple[int, int, int]]:
     return found
 
 
+def line_of(chain, files: list[str]) -> tuple[str, int]:
+    frame = next((f for f in chain if any(os.path.basename(f[0]).startswith(p) for p in files)), None)
+    frame = frame or (chain[0] if chain else ("?", "0"))
+    return os.path.basename(frame[0]), int(frame[1])
+
+
 def by_line(insns, lo: int, hi: int, files: list[str]):
     """{(file, line): instructions} and {(file, line): Counter of opcodes} over [lo, hi)."""
     counts: collections.Counter = collections.Counter()
@@ -131,12 +143,29 @@ def by_line(insns, lo: int, hi: int, files: list[str]):
     for addr, insn, chain in insns:
         if not lo <= addr < hi:
             continue
-        frame = next((f for f in chain if any(os.path.basename(f[0]).startswith(p) for p in files)), None)
-        frame = frame or (chain[0] if chain else ("?", "0"))
-        key = (os.path.basename(frame[0]), int(frame[1]))
+        key = line_of(chain, files)
         counts[key] += 1
         ops[key][opcode(insn)] += 1
     return counts, ops
+
+
+def profile_by_line(insns, prof, lo: int, hi: int, files: list[str]):
+    """{(file, line): [executed, samples]} over [lo, hi) from a profile's instructions (offset,
+    executed, samples, text), joined to the listing by offset."""
+    at = {addr: (insn, chain) for addr, insn, chain in insns}
+    out: dict = collections.defaultdict(lambda: [0.0, 0.0])
+    for x in prof:
+        if x.offset not in at:
+            sys.exit(f"sass_lines: the profile has an instruction at {x.offset:#x} that the listing lacks")
+        insn, chain = at[x.offset]
+        if opcode(insn) != opcode(x.text):
+            sys.exit(f"sass_lines: at {x.offset:#x} the listing has {insn!r}, the profile {x.text!r}: "
+                     "not the same build")
+        if lo <= x.offset < hi:
+            acc = out[line_of(chain, files)]
+            acc[0] += x.executed
+            acc[1] += x.samples
+    return out
 
 
 def main(argv=None) -> None:
@@ -146,6 +175,8 @@ def main(argv=None) -> None:
     ap.add_argument("--range", help="LO:HI addresses (hex), default the whole kernel")
     ap.add_argument("--files", default="", help="comma-separated file-name prefixes to count at")
     ap.add_argument("--loops", action="store_true")
+    ap.add_argument("--ncu", help="ncu source-page CSV of one launch of this kernel (executed, samples)")
+    ap.add_argument("--units", type=float, default=1.0, help="work units of that launch (per-unit column)")
     args = ap.parse_args(argv)
     listings = disassemble(args.obj)
     names = list(listings)
@@ -166,8 +197,22 @@ def main(argv=None) -> None:
             print(f"| {first:#x} | {back:#x} | {n} |")
         return
     lo, hi = (int(x, 16) for x in args.range.split(":")) if args.range else (0, 1 << 40)
-    counts, ops = by_line(insns, lo, hi, [f for f in args.files.split(",") if f])
+    files = [f for f in args.files.split(",") if f]
+    counts, ops = by_line(insns, lo, hi, files)
     print(f"{sum(counts.values())} instructions in [{lo:#x}, {hi:#x})\n")
+    if args.ncu:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import ncu_sass_regions
+        prof = profile_by_line(insns, ncu_sass_regions.read_sass(args.ncu), lo, hi, files)
+        tot_e = sum(v[0] for v in prof.values()) or 1.0
+        tot_s = sum(v[1] for v in prof.values()) or 1.0
+        print(f"executed {tot_e / args.units:,.1f} warp instructions per unit in the range\n")
+        print("| source line | instructions | executed per unit | stall samples | opcodes |\n|---|---:|---:|---:|---|")
+        for key in sorted(counts):
+            e, smp = prof.get(key, (0.0, 0.0))
+            top = ", ".join(f"{op} {n}" for op, n in ops[key].most_common(4))
+            print(f"| {key[0]}:{key[1]} | {counts[key]} | {e / args.units:.1f} | {100 * smp / tot_s:.1f}% | {top} |")
+        return
     print("| source line | instructions | opcodes |\n|---|---:|---|")
     for key in sorted(counts):
         top = ", ".join(f"{op} {n}" for op, n in ops[key].most_common(5))

@@ -9,10 +9,11 @@ source line, each with its most frequent opcodes. The GPU counterpart is bench/n
 OBJ.o: an object of the CUDA build (e.g. BUILD/backends/cuda/CMakeFiles/gaacrt_cuda.dir/attention_e8.cu.o;
 the project compiles with -lineinfo). --kernel: a regular expression on the demangled name (the
 first match; without it the kernels are listed). --loops: the conditional backward branches of 40
-instructions or more, i.e. the kernel's loops and the address range each spans (the widest is usually the main
-loop; a range inside it is a path through it). --files: file-name prefixes that name the level an
-instruction is counted at: the innermost inlined frame in one of them (default: the innermost
-frame), so that e.g. a helper called from two lines of attention_e8_block.cuh counts at those lines.
+instructions or more, i.e. the kernel's loops and the address range each spans (the widest is
+usually the main loop; a range inside it is a path through it). --files: file-name prefixes that
+name the level an instruction is counted at: the innermost inlined frame in one of them (default:
+the innermost frame), so that e.g. a helper called from two lines of attention_e8_block.cuh counts
+at those lines.
 
 --ncu CSV (with --units N): Nsight Compute's source page of one launch of the same binary (`ncu
 --section SourceCounters ... ; ncu --import REP --page source --print-source sass --csv`, as
@@ -51,9 +52,11 @@ def tool(name: str) -> str:
         return found
     roots = [os.environ.get("CUDA_HOME", "/usr/local/cuda"), sysconfig.get_paths()["purelib"]]
     for root in roots:
-        for path in glob.glob(os.path.join(root, "bin", name)) + glob.glob(os.path.join(root, "nvidia", "*", "bin", name)):
-            if os.access(path, os.X_OK):
-                return path
+        wheels = glob.glob(os.path.join(root, "nvidia", "*", "bin", name))
+        for path in glob.glob(os.path.join(root, "bin", name)) + wheels:
+            if not os.access(path, os.X_OK):
+                sys.exit(f"sass_lines: {path} is not executable (chmod +x it)")
+            return path
     sys.exit(f"sass_lines: {name} not found (CUDA toolkit, or pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump)")
 
 

@@ -40,6 +40,9 @@ import sys
 import sysconfig
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncu_sass_regions  # noqa: E402  (its CSV reader and opcode parsing)
+
 INSN = re.compile(r"\s*/\*([0-9a-f]{4,6})\*/\s+(.*?)\s*;")
 LABEL = re.compile(r"^(\.L_x_\d+):")
 FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -114,9 +117,8 @@ def parse(lines: list[str]):
 
 
 def opcode(insn: str) -> str:
-    words = insn.split()
-    op = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
-    return op.split(".")[0]
+    """The opcode without its predicate or modifiers ("@!P0 LOP3.LUT ..." -> "LOP3")."""
+    return ncu_sass_regions.opcode(insn).split(".")[0]
 
 
 def loops(insns, labels, min_len: int = 40) -> list[tuple[int, int, int]]:
@@ -204,8 +206,6 @@ def main(argv=None) -> None:
     counts, ops = by_line(insns, lo, hi, files)
     print(f"{sum(counts.values())} instructions in [{lo:#x}, {hi:#x})\n")
     if args.ncu:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import ncu_sass_regions
         prof = profile_by_line(insns, ncu_sass_regions.read_sass(args.ncu), lo, hi, files)
         tot_e = sum(v[0] for v in prof.values()) or 1.0
         tot_s = sum(v[1] for v in prof.values()) or 1.0
